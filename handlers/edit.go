@@ -1,0 +1,249 @@
+package handlers
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// Create writes a new file; it never overwrites, and creates missing parent directories.
+func (h *Handlers) Create(a CreateArgs) Result {
+	p, err := vfs.Resolve(a.Path)
+	if err != nil {
+		return errorf("%s", err.Error())
+	}
+	exists := errorf("Error: File %s already exists", a.Path)
+	return h.update("create", a.Path, func(tx *vfs.Tx) (Result, error) {
+		_, err := tx.Stat(p)
+		if err == nil {
+			return exists, nil
+		}
+		if !vfs.IsNotExist(err) {
+			return Result{}, err
+		}
+		if isFile, err := parentIsFile(tx, p); err != nil || isFile {
+			return errorf("Error: A parent of %s is a file, not a directory", a.Path), err
+		}
+		if res, ok, err := h.checkSize(tx, a.Path, 0, int64(len(a.FileText))); !ok {
+			return res, err
+		}
+		if err := tx.CreateFile(p, []byte(a.FileText)); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return exists, nil // created by someone outside memory-mcp since the check
+			}
+			return Result{}, err
+		}
+		return ok("File created successfully at: " + a.Path), nil
+	})
+}
+
+// editable loads the regular file at p for str_replace and insert; res is set when the
+// path is not an editable file.
+func editable(tx *vfs.Tx, p vfs.Path, sent, missingText string) (content []byte, res *Result, err error) {
+	fi, err := tx.Stat(p)
+	switch {
+	case vfs.IsNotExist(err):
+		r := errorf("%s", missingText)
+		return nil, &r, nil
+	case err != nil:
+		return nil, nil, err
+	case fi.IsDir():
+		r := errorf("%s", missingText)
+		return nil, &r, nil
+	case !fi.Mode().IsRegular():
+		r := errorf("Error: The path %s is not a regular file or directory", sent)
+		return nil, &r, nil
+	}
+	content, err = tx.ReadFile(p)
+	return content, nil, err
+}
+
+// StrReplace replaces the one occurrence of OldStr in the file with NewStr.
+func (h *Handlers) StrReplace(a StrReplaceArgs) Result {
+	if a.OldStr == "" {
+		return errorf("Error: Parameter `old_str` must not be empty")
+	}
+	p, err := vfs.Resolve(a.Path)
+	if err != nil {
+		return errorf("%s", err.Error())
+	}
+	return h.update("str_replace", a.Path, func(tx *vfs.Tx) (Result, error) {
+		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist. Please provide a valid path.")
+		if res != nil || err != nil {
+			return deref(res), err
+		}
+		old := []byte(a.OldStr)
+		var starts []int // line of the start of each occurrence
+		pos, line, scanned := -1, 1, 0
+		for off := 0; ; {
+			i := bytes.Index(content[off:], old)
+			if i < 0 {
+				break
+			}
+			at := off + i
+			line += bytes.Count(content[scanned:at], []byte{'\n'})
+			scanned = at
+			starts = append(starts, line)
+			pos = at
+			off = at + len(old)
+		}
+		switch len(starts) {
+		case 0:
+			return errorf("No replacement was performed, old_str `%s` did not appear verbatim in %s.", a.OldStr, a.Path), nil
+		case 1:
+		default:
+			lines := make([]string, len(starts))
+			for i, l := range starts {
+				lines[i] = strconv.Itoa(l)
+			}
+			return errorf("No replacement was performed. Multiple occurrences of old_str `%s` in lines: %s. Please ensure it is unique", a.OldStr, strings.Join(lines, ", ")), nil
+		}
+		updated := make([]byte, 0, len(content)-len(old)+len(a.NewStr))
+		updated = append(updated, content[:pos]...)
+		updated = append(updated, a.NewStr...)
+		updated = append(updated, content[pos+len(old):]...)
+		if res, ok, err := h.checkSize(tx, a.Path, int64(len(content)), int64(len(updated))); !ok {
+			return res, err
+		}
+		if err := tx.WriteFile(p, updated); err != nil {
+			return Result{}, err
+		}
+
+		// The snippet: lines L-2 .. L+2+k of the new content, L the line where the
+		// replacement starts, k the number of newlines in new_str.
+		at := starts[0]
+		k := strings.Count(a.NewStr, "\n")
+		text := validUTF8(updated)
+		first, last := max(1, at-2), min(countLines(text), at+2+k)
+		out := []byte("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n")
+		out = numberLines(out, text[lineOffset(text, first):], first, last)
+		return ok(string(out)), nil
+	})
+}
+
+// Insert puts InsertText after line InsertLine (0 = before the first line).
+func (h *Handlers) Insert(a InsertArgs) Result {
+	p, err := vfs.Resolve(a.Path)
+	if err != nil {
+		return errorf("%s", err.Error())
+	}
+	return h.update("insert", a.Path, func(tx *vfs.Tx) (Result, error) {
+		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist")
+		if res != nil || err != nil {
+			return deref(res), err
+		}
+		nLines := countLines(content)
+		if a.InsertLine < 0 || a.InsertLine > nLines {
+			return errorf("Error: Invalid `insert_line` parameter: %d. It should be within the range of lines of the file: [0, %d]", a.InsertLine, nLines), nil
+		}
+		// One trailing newline of the text is dropped; the text then goes in as whole lines.
+		text := strings.TrimSuffix(a.InsertText, "\n")
+		updated := make([]byte, 0, len(content)+len(text)+1)
+		switch {
+		case a.InsertLine == 0:
+			updated = append(append(append(updated, text...), '\n'), content...)
+		case a.InsertLine == nLines:
+			updated = append(append(append(updated, content...), '\n'), text...)
+		default:
+			end := lineOffset(content, a.InsertLine+1) - 1 // the newline that ends line InsertLine
+			updated = append(updated, content[:end]...)
+			updated = append(append(updated, '\n'), text...)
+			updated = append(updated, content[end:]...)
+		}
+		if res, ok, err := h.checkSize(tx, a.Path, int64(len(content)), int64(len(updated))); !ok {
+			return res, err
+		}
+		if err := tx.WriteFile(p, updated); err != nil {
+			return Result{}, err
+		}
+		return ok("The file " + a.Path + " has been edited."), nil
+	})
+}
+
+// Delete removes a file, or a directory with everything in it.
+func (h *Handlers) Delete(a DeleteArgs) Result {
+	p, err := vfs.Resolve(a.Path)
+	if err != nil {
+		return errorf("%s", err.Error())
+	}
+	if p.IsRoot() {
+		return errorf("Error: Cannot delete the %s directory itself", vfs.Root)
+	}
+	return h.update("delete", a.Path, func(tx *vfs.Tx) (Result, error) {
+		if _, err := tx.Stat(p); vfs.IsNotExist(err) {
+			return errorf("Error: The path %s does not exist", a.Path), nil
+		} else if err != nil {
+			return Result{}, err
+		}
+		if err := tx.RemoveAll(p); err != nil {
+			return Result{}, err
+		}
+		return ok("Successfully deleted " + a.Path), nil
+	})
+}
+
+// Rename moves a file or directory; it never overwrites, and creates missing parents of
+// the destination.
+func (h *Handlers) Rename(a RenameArgs) Result {
+	oldp, err := vfs.Resolve(a.OldPath)
+	if err != nil {
+		return errorf("%s", err.Error())
+	}
+	newp, err := vfs.Resolve(a.NewPath)
+	if err != nil {
+		return errorf("%s", err.Error())
+	}
+	if oldp.IsRoot() || newp.IsRoot() {
+		return errorf("Error: Cannot rename the %s directory itself", vfs.Root)
+	}
+	destExists := errorf("Error: The destination %s already exists", a.NewPath)
+	return h.update("rename", a.OldPath, func(tx *vfs.Tx) (Result, error) {
+		_, err := tx.Stat(oldp)
+		switch {
+		case errors.Is(err, vfs.ErrEscape):
+			return escapes(a.OldPath), nil
+		case vfs.IsNotExist(err):
+			return errorf("Error: The path %s does not exist", a.OldPath), nil
+		case err != nil:
+			return Result{}, err
+		}
+		_, err = tx.Stat(newp)
+		switch {
+		case errors.Is(err, vfs.ErrEscape):
+			return escapes(a.NewPath), nil
+		case err == nil:
+			return destExists, nil
+		case !vfs.IsNotExist(err):
+			return Result{}, err
+		}
+		if oldp.Contains(newp) {
+			return errorf("Error: Cannot move %s into itself (%s)", a.OldPath, a.NewPath), nil
+		}
+		if isFile, err := parentIsFile(tx, newp); errors.Is(err, vfs.ErrEscape) {
+			return escapes(a.NewPath), nil
+		} else if err != nil || isFile {
+			return errorf("Error: A parent of %s is a file, not a directory", a.NewPath), err
+		}
+		if err := tx.Rename(oldp, newp); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return destExists, nil
+			}
+			if errors.Is(err, vfs.ErrEscape) {
+				return escapes(a.NewPath), nil
+			}
+			return Result{}, err
+		}
+		return ok("Successfully renamed " + a.OldPath + " to " + a.NewPath), nil
+	})
+}
+
+func deref(r *Result) Result {
+	if r == nil {
+		return Result{}
+	}
+	return *r
+}

@@ -1,0 +1,43 @@
+package vfs
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+)
+
+// ErrEscape marks an operation refused because it would leave the storage root through a
+// symbolic link (SPEC §1, rule P4).
+var ErrEscape = errors.New("path escapes from the storage root")
+
+// The neutral reasons of SPEC §4, the only words about a storage failure the model sees.
+const (
+	ReasonPermission = "permission denied"
+	ReasonNoSpace    = "no space left on storage"
+	ReasonReadOnly   = "storage is read-only"
+	ReasonIO         = "input/output error"
+	ReasonInternal   = "internal error"
+)
+
+// Reason maps a storage error to one of the neutral reasons of SPEC §4. The error itself,
+// which may name host paths, belongs in the operator's log only.
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
+		return ReasonNoSpace
+	case errors.Is(err, syscall.EROFS):
+		return ReasonReadOnly
+	case errors.Is(err, fs.ErrPermission):
+		return ReasonPermission
+	case errors.Is(err, syscall.EIO):
+		return ReasonIO
+	default:
+		return ReasonInternal
+	}
+}
+
+// IsNotExist reports whether err says a path does not exist, including "not a directory"
+// for a path that runs through a file: for the model both mean the path is not there.
+func IsNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}

@@ -1,0 +1,473 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/spf13/afero"
+)
+
+// Optional interfaces a filesystem given to a Store may implement.
+type (
+	// NoReplaceRenamer renames without ever replacing an existing destination, failing
+	// with fs.ErrExist, in one step. Without it the Store checks and then renames under
+	// its lock.
+	NoReplaceRenamer interface {
+		RenameNoReplace(oldname, newname string) error
+	}
+
+	// DirSyncer flushes a directory's entries to stable storage.
+	DirSyncer interface {
+		SyncDir(name string) error
+	}
+
+	// Locker is storage that several processes may serve at once. LockStorage blocks until
+	// it holds the storage-wide lock (exclusive for changes) and returns the change counter
+	// kept with it; SetGeneration stores a new counter while the lock is held exclusively.
+	Locker interface {
+		LockStorage(exclusive bool) (generation uint64, err error)
+		SetGeneration(generation uint64) error
+		UnlockStorage() error
+	}
+
+	// reloader is storage that caches state of its own (the overlay's whiteouts) and must
+	// re-read it when another process has changed the storage.
+	reloader interface {
+		Reload() error
+	}
+)
+
+// tmpPrefix starts the names of the temporary files of atomic writes.
+const tmpPrefix = bookkeepingPrefix + "-tmp-"
+
+// Store is the memory directory: a filesystem behind the jail, with the locking, atomic
+// writes and size accounting that SPEC §5 and §6 ask for. Every access goes through a
+// transaction: View for reads, Update for changes. Changes are serialised within the
+// process and, when the filesystem is a Locker, across processes too; reads run in parallel
+// with each other but never with a change.
+type Store struct {
+	fs      afero.Fs
+	closers []io.Closer
+
+	mu sync.RWMutex // readers: View; writer: Update
+
+	cacheMu    sync.Mutex // guards the fields below, which Views may refresh concurrently
+	gen        uint64     // the storage's change counter as this process last knew it
+	genKnown   bool
+	usage      int64 // bytes of all files at virtual paths; valid when usageKnown
+	usageKnown bool
+}
+
+// NewStore returns a Store over any afero filesystem whose root directory is /memories.
+// The filesystem must behave like the OS (see MemFs); NewMemoryStore, OpenOSStore and
+// OpenOverlayStore build the three supported ones.
+func NewStore(fsys afero.Fs) *Store { return &Store{fs: fsys} }
+
+// NewMemoryStore returns an empty store held in memory.
+func NewMemoryStore() *Store { return NewStore(NewMemFs()) }
+
+// OpenOSStore opens (creating it, mode 0700, if needed) a host directory as the store.
+func OpenOSStore(dir string) (*Store, error) {
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := NewStore(osfs)
+	s.closers = append(s.closers, osfs)
+	return s, nil
+}
+
+// OpenOverlayStore opens a copy-on-write store: lowerDir is read and never written; changes
+// go to upperDir, or to memory when upperDir is "".
+func OpenOverlayStore(lowerDir, upperDir string) (*Store, error) {
+	lower, err := NewReadOnlyOSFs(lowerDir)
+	if err != nil {
+		return nil, err
+	}
+	var upper afero.Fs = NewMemFs()
+	closers := []io.Closer{lower}
+	if upperDir != "" {
+		u, err := NewOSFs(upperDir)
+		if err != nil {
+			lower.Close()
+			return nil, err
+		}
+		upper = u
+		closers = append(closers, u)
+	}
+	ov, err := NewOverlayFs(lower, upper)
+	if err != nil {
+		for _, c := range closers {
+			c.Close()
+		}
+		return nil, err
+	}
+	s := NewStore(ov)
+	s.closers = closers
+	return s, nil
+}
+
+// Close releases the store's directories and locks.
+func (s *Store) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Fs returns the filesystem behind the store, for tests and tools that inspect storage.
+func (s *Store) Fs() afero.Fs { return s.fs }
+
+// View runs fn with read access to the store.
+func (s *Store) View(fn func(*Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	unlock, err := s.lockStorage(false)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn(&Tx{s: s})
+}
+
+// Update runs fn with exclusive access to the store: no other transaction of this process,
+// nor of any other process serving the same directory, runs at the same time.
+func (s *Store) Update(fn func(*Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	unlock, err := s.lockStorage(true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn(&Tx{s: s, write: true})
+}
+
+func (s *Store) lockStorage(exclusive bool) (unlock func(), err error) {
+	l, ok := s.fs.(Locker)
+	if !ok {
+		return func() {}, nil
+	}
+	gen, err := l.LockStorage(exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("lock storage: %w", err)
+	}
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.genKnown && gen != s.gen {
+		// Another process changed the storage: what this one cached may be stale.
+		s.usageKnown = false
+		if r, ok := s.fs.(reloader); ok {
+			if err := r.Reload(); err != nil {
+				l.UnlockStorage()
+				return nil, err
+			}
+		}
+	}
+	s.gen, s.genKnown = gen, true
+	return func() { l.UnlockStorage() }, nil
+}
+
+// Tx is one transaction on a Store. Its methods take validated virtual paths.
+type Tx struct {
+	s       *Store
+	write   bool
+	changed bool // the generation was bumped for this transaction
+}
+
+// ErrReadOnlyTx is returned by a change attempted inside View.
+var ErrReadOnlyTx = errors.New("vfs: change inside a read-only transaction")
+
+// beforeChange runs once before a transaction's first change: it tells other processes
+// that the storage is changing before anything is touched, so that even a crash half-way
+// leaves them knowing their caches are stale.
+func (tx *Tx) beforeChange() error {
+	if !tx.write {
+		return ErrReadOnlyTx
+	}
+	if tx.changed {
+		return nil
+	}
+	tx.changed = true
+	l, ok := tx.s.fs.(Locker)
+	if !ok {
+		return nil
+	}
+	tx.s.cacheMu.Lock()
+	defer tx.s.cacheMu.Unlock()
+	tx.s.gen++
+	return l.SetGeneration(tx.s.gen)
+}
+
+// Stat describes the entry at p without following a final symbolic link. A symbolic link
+// anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
+// that points outside. A path that runs through a file reports IsNotExist.
+func (tx *Tx) Stat(p Path) (fs.FileInfo, error) {
+	name := p.Name()
+	fi, err := tx.lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if _, err := tx.s.fs.Stat(name); errors.Is(err, ErrEscape) {
+			return nil, err
+		}
+	}
+	return fi, nil
+}
+
+func (tx *Tx) lstat(name string) (fs.FileInfo, error) {
+	if l, ok := tx.s.fs.(afero.Lstater); ok {
+		fi, _, err := l.LstatIfPossible(name)
+		return fi, err
+	}
+	return tx.s.fs.Stat(name)
+}
+
+// ReadFile returns the content of the file at p.
+func (tx *Tx) ReadFile(p Path) ([]byte, error) {
+	f, err := tx.s.fs.Open(p.Name())
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: fs.ErrInvalid}
+	}
+	// One allocation of the right size; the +1 lets ReadAll see EOF without growing.
+	buf := make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 4096)
+		}
+	}
+}
+
+// ReadDir lists the directory at p, sorted by name in byte order, without the server's
+// bookkeeping files. Entries describe themselves (symbolic links are not followed).
+func (tx *Tx) ReadDir(p Path) ([]fs.FileInfo, error) {
+	return tx.readDir(p.Name())
+}
+
+func (tx *Tx) readDir(name string) ([]fs.FileInfo, error) {
+	d, err := tx.s.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	infos, err := d.Readdir(-1)
+	if err != nil {
+		return nil, err
+	}
+	infos = slices.DeleteFunc(infos, func(fi fs.FileInfo) bool { return IsBookkeeping(fi.Name()) })
+	slices.SortFunc(infos, func(a, b fs.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	return infos, nil
+}
+
+// WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
+// old or the new content, never a mix.
+func (tx *Tx) WriteFile(p Path, data []byte) error {
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	var old int64
+	if tx.s.usageKnown {
+		if fi, err := tx.s.fs.Stat(p.Name()); err == nil {
+			old = fi.Size()
+		}
+	}
+	if err := tx.writeAtomic(p.Name(), data, false); err != nil {
+		return err
+	}
+	tx.s.usage += int64(len(data)) - old
+	return nil
+}
+
+// CreateFile creates a new file at p with data as its content, creating missing parent
+// directories; it fails with fs.ErrExist if p exists, and never replaces anything.
+func (tx *Tx) CreateFile(p Path, data []byte) error {
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	if err := tx.s.fs.MkdirAll(p.Parent().Name(), 0o700); err != nil {
+		return err
+	}
+	if err := tx.writeAtomic(p.Name(), data, true); err != nil {
+		return err
+	}
+	tx.s.usage += int64(len(data))
+	return nil
+}
+
+// writeAtomic writes a temporary file beside the target, flushes it, renames it over the
+// target and flushes the directory (SPEC §6).
+func (tx *Tx) writeAtomic(name string, data []byte, noReplace bool) (err error) {
+	dir := path.Dir("/" + name)
+	tmp := path.Join(dir, fmt.Sprintf("%s%016x", tmpPrefix, rand.Uint64()))
+	f, err := tx.s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.s.fs.Remove(tmp)
+		}
+	}()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if noReplace {
+		err = tx.renameNoReplace(tmp, name)
+	} else {
+		err = tx.s.fs.Rename(tmp, name)
+	}
+	if err != nil {
+		return err
+	}
+	return tx.syncDir(dir)
+}
+
+func (tx *Tx) renameNoReplace(oldname, newname string) error {
+	if r, ok := tx.s.fs.(NoReplaceRenamer); ok {
+		return r.RenameNoReplace(oldname, newname)
+	}
+	if _, err := tx.lstat(newname); err == nil {
+		return &fs.PathError{Op: "rename", Path: newname, Err: fs.ErrExist}
+	}
+	return tx.s.fs.Rename(oldname, newname)
+}
+
+func (tx *Tx) syncDir(dir string) error {
+	if d, ok := tx.s.fs.(DirSyncer); ok {
+		return d.SyncDir(dir)
+	}
+	return nil
+}
+
+// RemoveAll deletes the file or directory at p with everything below it.
+func (tx *Tx) RemoveAll(p Path) error {
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	var size int64
+	if tx.s.usageKnown {
+		var err error
+		if size, err = tx.sizeOf(p.Name()); err != nil {
+			return err
+		}
+	}
+	if err := tx.s.fs.RemoveAll(p.Name()); err != nil {
+		return err
+	}
+	tx.s.usage -= size
+	return tx.syncDir(p.Parent().Name())
+}
+
+// Rename moves oldp to newp, creating missing parents of newp. It fails with fs.ErrExist if
+// newp exists; the check and the move are one step, so a concurrent create is never
+// overwritten.
+func (tx *Tx) Rename(oldp, newp Path) error {
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	if err := tx.s.fs.MkdirAll(newp.Parent().Name(), 0o700); err != nil {
+		return err
+	}
+	if err := tx.renameNoReplace(oldp.Name(), newp.Name()); err != nil {
+		return err
+	}
+	if err := tx.syncDir(oldp.Parent().Name()); err != nil {
+		return err
+	}
+	return tx.syncDir(newp.Parent().Name())
+}
+
+// Usage returns the bytes of all files at virtual paths (hidden files included, the server's
+// bookkeeping not). The first call in a process, and the first after another process
+// changed the storage, walks the whole store; later changes keep the total up to date.
+// In a change transaction the walk also removes temporary files that a crash left behind:
+// no other writer can be using them while the exclusive lock is held.
+func (tx *Tx) Usage() (int64, error) {
+	if tx.s.usageKnown {
+		return tx.s.usage, nil
+	}
+	total, err := tx.walkSize("", tx.write)
+	if err != nil {
+		return 0, err
+	}
+	tx.s.usage, tx.s.usageKnown = total, true
+	return total, nil
+}
+
+func (tx *Tx) sizeOf(name string) (int64, error) {
+	fi, err := tx.lstat(name)
+	if err != nil {
+		return 0, err
+	}
+	if fi.IsDir() {
+		return tx.walkSize(name, false)
+	}
+	if fi.Mode().IsRegular() {
+		return fi.Size(), nil
+	}
+	return 0, nil
+}
+
+func (tx *Tx) walkSize(name string, sweep bool) (int64, error) {
+	d, err := tx.s.fs.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	infos, err := d.Readdir(-1)
+	d.Close()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, fi := range infos {
+		child := path.Join(name, fi.Name())
+		switch {
+		case IsBookkeeping(fi.Name()):
+			if sweep && strings.HasPrefix(fi.Name(), tmpPrefix) {
+				tx.s.fs.Remove(child)
+			}
+		case fi.IsDir():
+			n, err := tx.walkSize(child, sweep)
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		case fi.Mode().IsRegular():
+			total += fi.Size()
+		}
+	}
+	return total, nil
+}
