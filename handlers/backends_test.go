@@ -1,0 +1,335 @@
+package handlers_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/afero"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// backend builds one kind of store, seeded with files (storage name → content; a name
+// ending in "/" is a directory). For the overlays the seed goes into the lower layer, so
+// that every command is exercised on entries that exist only there.
+type backend struct {
+	name string
+	open func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture
+}
+
+// fixture is an opened backend: the store, and the host directories whose paths must never
+// show in any output.
+type fixture struct {
+	store    *vfs.Store
+	hostDirs []string
+	lowerDir string // the overlays' lower layer, which must never change
+}
+
+func backends() []backend {
+	return []backend{
+		{"os", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+			dir := filepath.Join(t.TempDir(), "store")
+			writeHostTree(t, dir, seed)
+			osfs, err := vfs.NewOSFs(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { osfs.Close() })
+			return &fixture{store: vfs.NewStore(wrap(osfs)), hostDirs: []string{dir}}
+		}},
+		{"memory", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+			m := vfs.NewMemFs()
+			writeAferoTree(t, m, seed)
+			return &fixture{store: vfs.NewStore(wrap(m))}
+		}},
+		{"overlay", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+			lowerDir := filepath.Join(t.TempDir(), "lower")
+			upperDir := filepath.Join(t.TempDir(), "upper")
+			writeHostTree(t, lowerDir, seed)
+			lower, err := vfs.NewReadOnlyOSFs(lowerDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			upper, err := vfs.NewOSFs(upperDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { lower.Close(); upper.Close() })
+			ov, err := vfs.NewOverlayFs(lower, upper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &fixture{store: vfs.NewStore(wrap(ov)), hostDirs: []string{lowerDir, upperDir}, lowerDir: lowerDir}
+		}},
+		{"overlay-mem", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+			lowerDir := filepath.Join(t.TempDir(), "lower")
+			writeHostTree(t, lowerDir, seed)
+			lower, err := vfs.NewReadOnlyOSFs(lowerDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { lower.Close() })
+			ov, err := vfs.NewOverlayFs(lower, vfs.NewMemFs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &fixture{store: vfs.NewStore(wrap(ov)), hostDirs: []string{lowerDir}, lowerDir: lowerDir}
+		}},
+	}
+}
+
+func noWrap(fsys afero.Fs) afero.Fs { return fsys }
+
+func sortedNames(seed map[string][]byte) []string {
+	names := make([]string, 0, len(seed))
+	for n := range seed {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func writeHostTree(t *testing.T, dir string, seed map[string][]byte) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range sortedNames(seed) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, seed[name], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeAferoTree(t *testing.T, fsys afero.Fs, seed map[string][]byte) {
+	t.Helper()
+	for _, name := range sortedNames(seed) {
+		if strings.HasSuffix(name, "/") {
+			if err := fsys.MkdirAll("/"+name, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := fsys.MkdirAll("/"+filepath.Dir(name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := afero.WriteFile(fsys, "/"+name, seed[name], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// dumpTree returns every entry the store holds, as the model could reach it (hidden files
+// included, bookkeeping not): storage name → content, directories with a trailing "/".
+func dumpTree(t *testing.T, fsys afero.Fs) map[string][]byte {
+	t.Helper()
+	tree := map[string][]byte{}
+	var walk func(dir string)
+	walk = func(dir string) {
+		d, err := fsys.Open("/" + dir)
+		if err != nil {
+			t.Fatalf("open %q: %v", dir, err)
+		}
+		infos, err := d.Readdir(-1)
+		d.Close()
+		if err != nil {
+			t.Fatalf("readdir %q: %v", dir, err)
+		}
+		for _, fi := range infos {
+			if vfs.IsBookkeeping(fi.Name()) {
+				continue
+			}
+			name := strings.TrimPrefix(dir+"/"+fi.Name(), "/")
+			if fi.IsDir() {
+				tree[name+"/"] = nil
+				walk(name)
+				continue
+			}
+			data, err := afero.ReadFile(fsys, "/"+name)
+			if err != nil {
+				t.Fatalf("read %q: %v", name, err)
+			}
+			tree[name] = data
+		}
+	}
+	walk("")
+	// A directory that holds something is implied by its entries.
+	for name := range tree {
+		if strings.HasSuffix(name, "/") {
+			for other := range tree {
+				if other != name && strings.HasPrefix(other, name) {
+					delete(tree, name)
+					break
+				}
+			}
+		}
+	}
+	return tree
+}
+
+// hashDir fingerprints a host directory: every path, mode, size and content.
+func hashDir(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h.Write([]byte(rel + "\x00" + fi.Mode().String() + "\x00" + fi.ModTime().UTC().Format(time.RFC3339Nano) + "\x00"))
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// faultFs makes one kind of operation fail with a given error, or panic, to drive the
+// storage-failure paths of SPEC §4. It forwards the optional interfaces of the filesystem
+// it wraps, so that the Store behaves as it would without it.
+type faultFs struct {
+	afero.Fs
+	op  string // "read", "write", "rename", "remove", "mkdir", "stat"
+	err error  // nil: panic instead
+}
+
+var errnos = map[string]error{
+	"EACCES": syscall.EACCES, "ENOSPC": syscall.ENOSPC, "EROFS": syscall.EROFS,
+	"EIO": syscall.EIO, "EINVAL": syscall.EINVAL, "EDQUOT": syscall.EDQUOT, "EPERM": syscall.EPERM,
+}
+
+func (f *faultFs) fail(op, name string) error {
+	if op != f.op {
+		return nil
+	}
+	if f.err == nil {
+		panic("injected panic in " + op + " of " + name)
+	}
+	return &fs.PathError{Op: op, Path: "/host/secret/storage/" + name, Err: f.err}
+}
+
+func (f *faultFs) Open(name string) (afero.File, error) {
+	if err := f.fail("read", name); err != nil {
+		return nil, err
+	}
+	return f.Fs.Open(name)
+}
+
+func (f *faultFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	op := "read"
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE) != 0 {
+		op = "write"
+	}
+	if err := f.fail(op, name); err != nil {
+		return nil, err
+	}
+	return f.Fs.OpenFile(name, flag, perm)
+}
+
+func (f *faultFs) Stat(name string) (os.FileInfo, error) {
+	if err := f.fail("stat", name); err != nil {
+		return nil, err
+	}
+	return f.Fs.Stat(name)
+}
+
+func (f *faultFs) LstatIfPossible(name string) (os.FileInfo, bool, error) {
+	if err := f.fail("stat", name); err != nil {
+		return nil, false, err
+	}
+	if l, ok := f.Fs.(afero.Lstater); ok {
+		return l.LstatIfPossible(name)
+	}
+	fi, err := f.Fs.Stat(name)
+	return fi, false, err
+}
+
+func (f *faultFs) Rename(o, n string) error {
+	if err := f.fail("rename", o); err != nil {
+		return err
+	}
+	return f.Fs.Rename(o, n)
+}
+
+func (f *faultFs) RenameNoReplace(o, n string) error {
+	if err := f.fail("rename", o); err != nil {
+		return err
+	}
+	if r, ok := f.Fs.(vfs.NoReplaceRenamer); ok {
+		return r.RenameNoReplace(o, n)
+	}
+	return errors.New("faultFs: wrapped filesystem cannot rename without replacing")
+}
+
+func (f *faultFs) RemoveAll(name string) error {
+	if err := f.fail("remove", name); err != nil {
+		return err
+	}
+	return f.Fs.RemoveAll(name)
+}
+
+func (f *faultFs) MkdirAll(name string, perm os.FileMode) error {
+	if err := f.fail("mkdir", name); err != nil {
+		return err
+	}
+	return f.Fs.MkdirAll(name, perm)
+}
+
+func (f *faultFs) SyncDir(name string) error {
+	if d, ok := f.Fs.(vfs.DirSyncer); ok {
+		return d.SyncDir(name)
+	}
+	return nil
+}
+
+func (f *faultFs) LockStorage(exclusive bool) (uint64, error) {
+	if l, ok := f.Fs.(vfs.Locker); ok {
+		return l.LockStorage(exclusive)
+	}
+	return 0, nil
+}
+
+func (f *faultFs) SetGeneration(g uint64) error {
+	if l, ok := f.Fs.(vfs.Locker); ok {
+		return l.SetGeneration(g)
+	}
+	return nil
+}
+
+func (f *faultFs) UnlockStorage() error {
+	if l, ok := f.Fs.(vfs.Locker); ok {
+		return l.UnlockStorage()
+	}
+	return nil
+}
