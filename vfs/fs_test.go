@@ -1,0 +1,252 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/spf13/afero"
+)
+
+// The standard library keeps os.Root's escape error unexported; OSFs recognises it by its
+// text. This test fails if a Go release changes that text.
+func TestOSFsRecognisesRootEscape(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "store")
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osfs.Close()
+	if err := os.Symlink("..", filepath.Join(dir, "up")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"up", "up/store"} {
+		if _, err := osfs.Stat(name); !errors.Is(err, ErrEscape) {
+			t.Errorf("Stat(%q) = %v, want ErrEscape", name, err)
+		}
+	}
+	// ".." is clamped at the root before the kernel sees the name.
+	if got := rel("../../x"); got != "x" {
+		t.Errorf(`rel("../../x") = %q, want "x"`, got)
+	}
+	f, err := osfs.OpenFile("a.txt", os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Name() != "/a.txt" {
+		t.Errorf("file name %q, want the jail-relative /a.txt", f.Name())
+	}
+}
+
+func TestOSFsModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Update(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a/b/c.txt"), []byte("x")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		rel  string
+		mode os.FileMode
+	}{{"", 0o700}, {"a", 0o700}, {"a/b", 0o700}, {"a/b/c.txt", 0o600}} {
+		fi, err := os.Stat(filepath.Join(dir, tt.rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != tt.mode {
+			t.Errorf("%q has mode %v, want %v", tt.rel, fi.Mode().Perm(), tt.mode)
+		}
+	}
+}
+
+func TestMemFsBehavesLikeTheOS(t *testing.T) {
+	m := NewMemFs()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.OpenFile("/missing/a.txt", os.O_CREATE|os.O_WRONLY, 0o600); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("create in a missing directory: %v, want not exist", err)
+	}
+	if err := m.Mkdir("/missing/d", 0o700); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("mkdir in a missing directory: %v, want not exist", err)
+	}
+	must(m.MkdirAll("/d/e", 0o700))
+	must(afero.WriteFile(m, "/d/e/f.txt", []byte("f"), 0o600))
+	must(afero.WriteFile(m, "/file", []byte("x"), 0o600))
+	if err := m.Remove("/d"); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Errorf("remove of a non-empty directory: %v, want ENOTEMPTY", err)
+	}
+	if err := m.Rename("/file", "/d"); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("rename over a directory: %v, want exists", err)
+	}
+	if err := m.Rename("/file", "/nowhere/file"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("rename into a missing directory: %v, want not exist", err)
+	}
+	if err := m.RenameNoReplace("/d/e/f.txt", "/file"); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("no-replace rename onto a file: %v, want exists", err)
+	}
+	if _, err := m.Create("/d"); !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("create over a directory: %v, want EISDIR", err)
+	}
+	if err := m.MkdirAll("/file/sub", 0o700); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("mkdir below a file: %v, want ENOTDIR", err)
+	}
+	if _, err := m.Stat("/file/sub"); !IsNotExist(err) {
+		t.Errorf("stat below a file: %v, want not exist", err)
+	}
+	if _, err := m.Stat("d/e/f.txt"); err != nil {
+		t.Errorf("relative and absolute names must be the same file: %v", err)
+	}
+	must(m.Rename("/d", "/d2"))
+	if _, err := m.Stat("/d2/e/f.txt"); err != nil {
+		t.Errorf("directory rename lost a child: %v", err)
+	}
+}
+
+// afero.MemMapFs dies with "fatal error: sync: RUnlock of unlocked RWMutex" when a Rename
+// and a Remove of one name race; MemFs must survive it (run with -race).
+func TestMemFsConcurrentRenameRemove(t *testing.T) {
+	m := NewMemFs()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				name := fmt.Sprintf("/f%d", i%4)
+				switch (g + i) % 3 {
+				case 0:
+					afero.WriteFile(m, name, []byte("x"), 0o600)
+				case 1:
+					m.Rename(name, name+"-moved")
+				default:
+					m.Remove(name)
+					m.Remove(name + "-moved")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func overlayFixture(t *testing.T) (lowerDir, upperDir string, open func() *OverlayFs) {
+	lowerDir = filepath.Join(t.TempDir(), "lower")
+	upperDir = filepath.Join(t.TempDir(), "upper")
+	for name, data := range map[string]string{"a.txt": "lower a", "dir/b.txt": "lower b", "dir/sub/c.txt": "lower c", "both.txt": "lower both"} {
+		p := filepath.Join(lowerDir, name)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		os.WriteFile(p, []byte(data), 0o600)
+	}
+	os.MkdirAll(upperDir, 0o700)
+	os.WriteFile(filepath.Join(upperDir, "both.txt"), []byte("upper both"), 0o600)
+	open = func() *OverlayFs {
+		lower, err := NewReadOnlyOSFs(lowerDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		upper, err := NewOSFs(upperDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lower.Close(); upper.Close() })
+		o, err := NewOverlayFs(lower, upper)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	return lowerDir, upperDir, open
+}
+
+func TestOverlayDeletesAndRenamesStay(t *testing.T) {
+	_, _, open := overlayFixture(t)
+	o := open()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(o.Remove("a.txt"))
+	must(o.RemoveAll("both.txt")) // in both layers: the lower one must not come back
+	must(o.Rename("dir", "moved"))
+	must(o.Mkdir("dir", 0o700)) // a new directory of the old name shows none of the old entries
+
+	check := func(o *OverlayFs) {
+		t.Helper()
+		for _, gone := range []string{"a.txt", "both.txt", "dir/b.txt", "dir/sub"} {
+			if _, err := o.Stat(gone); !IsNotExist(err) {
+				t.Errorf("%s is back: %v", gone, err)
+			}
+		}
+		for name, want := range map[string]string{"moved/b.txt": "lower b", "moved/sub/c.txt": "lower c"} {
+			data, err := afero.ReadFile(o, name)
+			if err != nil || string(data) != want {
+				t.Errorf("%s = %q, %v; want %q", name, data, err, want)
+			}
+		}
+		d, err := o.Open("dir")
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		if len(names) != 0 {
+			t.Errorf("the recreated dir lists %v, want nothing", names)
+		}
+	}
+	check(o)
+	check(open()) // the whiteouts survive a restart
+}
+
+// Two stores on one directory, as two server processes would be: each sees the other's
+// changes, and the usage total follows them.
+func TestStoreNoticesOtherWriters(t *testing.T) {
+	lowerDir, upperDir, _ := overlayFixture(t)
+	a, err := OpenOverlayStore(lowerDir, upperDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenOverlayStore(lowerDir, upperDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	usage := func(s *Store) (n int64) {
+		t.Helper()
+		if err := s.Update(func(tx *Tx) (err error) { n, err = tx.Usage(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := usage(a)
+	usage(b)
+	if err := b.Update(func(tx *Tx) error { return tx.RemoveAll(MustResolve("/memories/a.txt")) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := usage(a), before-int64(len("lower a")); got != want {
+		t.Errorf("usage seen by the other store = %d, want %d", got, want)
+	}
+	err = a.View(func(tx *Tx) error {
+		_, err := tx.Stat(MustResolve("/memories/a.txt"))
+		return err
+	})
+	if !IsNotExist(err) {
+		t.Errorf("the other store still sees a deleted lower file: %v", err)
+	}
+}
