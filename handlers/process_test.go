@@ -1,0 +1,204 @@
+package handlers_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// TestMain lets the test binary act as a second server process: with MEMORY_MCP_TEST_CHILD
+// set, it runs that child's job instead of the tests.
+func TestMain(m *testing.M) {
+	switch os.Getenv("MEMORY_MCP_TEST_CHILD") {
+	case "":
+		os.Exit(m.Run())
+	case "edit":
+		childEdit()
+	case "rewrite":
+		childRewrite()
+	default:
+		fmt.Fprintln(os.Stderr, "unknown child job")
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func childHandlers() *handlers.Handlers {
+	s, err := vfs.OpenOSStore(os.Getenv("MEMORY_MCP_TEST_DIR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return handlers.New(s, handlers.DefaultLimits())
+}
+
+// childEdit inserts lines "ID-i" into shared.txt, one read-modify-write per line.
+func childEdit() {
+	h := childHandlers()
+	id := os.Getenv("MEMORY_MCP_TEST_ID")
+	n, _ := strconv.Atoi(os.Getenv("MEMORY_MCP_TEST_N"))
+	for i := 0; i < n; i++ {
+		res := h.Exec(context.Background(), map[string]any{"command": "insert", "path": "/memories/shared.txt", "insert_line": float64(0), "insert_text": fmt.Sprintf("%s-%d", id, i)})
+		if res.IsError {
+			fmt.Fprintln(os.Stderr, res.Text)
+			os.Exit(1)
+		}
+	}
+}
+
+const rewriteFiles = 3
+
+func rewriteContent(name string, version byte) string {
+	return strings.Repeat(name+string(version), 256<<10/(len(name)+1))
+}
+
+// childRewrite flips files between two full contents for ever, until it is killed.
+func childRewrite() {
+	h := childHandlers()
+	fmt.Println("ready")
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("f%d", i%rewriteFiles)
+		p := "/memories/" + name + ".txt"
+		from, to := byte('A'), byte('B')
+		if res := h.Exec(context.Background(), map[string]any{"command": "view", "path": p, "view_range": []any{float64(1), float64(1)}}); strings.Contains(res.Text, name+"B") {
+			from, to = to, from
+		}
+		h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": rewriteContent(name, from), "new_str": rewriteContent(name, to)})
+	}
+}
+
+func child(t *testing.T, job, dir string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), append(env, "MEMORY_MCP_TEST_CHILD="+job, "MEMORY_MCP_TEST_DIR="+dir)...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// Two processes on one OS store, each making 200 read-modify-write edits of one file:
+// the storage lock keeps every edit (SPEC §6).
+func TestTwoProcessesEditOneFile(t *testing.T) {
+	const n = 200
+	dir := filepath.Join(t.TempDir(), "store")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "shared.txt"), []byte("end"), 0o600)
+	var wg sync.WaitGroup
+	for _, id := range []string{"p1", "p2"} {
+		cmd := child(t, "edit", dir, "MEMORY_MCP_TEST_ID="+id, "MEMORY_MCP_TEST_N="+strconv.Itoa(n))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Run(); err != nil {
+				t.Errorf("child %s: %v", id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	data, err := os.ReadFile(filepath.Join(dir, "shared.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) != 2*n+1 {
+		t.Errorf("shared.txt has %d lines, want %d: edits were lost", len(lines), 2*n+1)
+	}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l] = true
+	}
+	for _, id := range []string{"p1", "p2"} {
+		for i := 0; i < n; i++ {
+			if !seen[fmt.Sprintf("%s-%d", id, i)] {
+				t.Errorf("edit %s-%d was lost", id, i)
+			}
+		}
+	}
+}
+
+// A process killed with SIGKILL while it rewrites files leaves every file with exactly its
+// old or its new content, and no temporary file shows in view (SPEC §6). Repeated 50 times.
+func TestCrashWhileRewriting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: spawns and kills 50 processes")
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	os.MkdirAll(dir, 0o700)
+	for i := 0; i < rewriteFiles; i++ {
+		name := fmt.Sprintf("f%d", i)
+		os.WriteFile(filepath.Join(dir, name+".txt"), []byte(rewriteContent(name, 'A')), 0o600)
+	}
+	wantListing := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n768.0K\t/memories\n256.0K\t/memories/f0.txt\n256.0K\t/memories/f1.txt\n256.0K\t/memories/f2.txt"
+	leftovers := 0
+	for round := 0; round < 50; round++ {
+		cmd := child(t, "rewrite", dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("child did not start: %q %v", line, err)
+		}
+		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".memory-mcp-tmp-") {
+				leftovers++
+			}
+		}
+		for i := 0; i < rewriteFiles; i++ {
+			name := fmt.Sprintf("f%d", i)
+			data, err := os.ReadFile(filepath.Join(dir, name+".txt"))
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if s := string(data); s != rewriteContent(name, 'A') && s != rewriteContent(name, 'B') {
+				t.Fatalf("round %d: %s holds neither its old nor its new content (%d bytes)", round, name, len(data))
+			}
+		}
+		s, err := vfs.OpenOSStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := handlers.New(s, handlers.DefaultLimits()).Exec(context.Background(), map[string]any{"command": "view", "path": "/memories"})
+		s.Close()
+		if res.Text != wantListing {
+			t.Fatalf("round %d: listing after the crash:\n%s", round, res.Text)
+		}
+	}
+	t.Logf("temporary files left by the kills: %d (each round kills mid-write at a random moment)", leftovers)
+
+	// The next change sweeps what the crashes left behind.
+	s, err := vfs.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h := handlers.New(s, handlers.DefaultLimits())
+	if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/after.txt", "file_text": "x"}); res.IsError {
+		t.Fatal(res.Text)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".memory-mcp-tmp-") {
+			t.Errorf("temporary file %s was not swept", e.Name())
+		}
+	}
+}
