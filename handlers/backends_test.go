@@ -23,7 +23,7 @@ import (
 // that every command is exercised on entries that exist only there.
 type backend struct {
 	name string
-	open func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture
+	open func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture
 }
 
 // fixture is an opened backend: the store, and the host directories whose paths must never
@@ -36,7 +36,7 @@ type fixture struct {
 
 func backends() []backend {
 	return []backend{
-		{"os", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"os", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
 			dir := filepath.Join(t.TempDir(), "store")
 			writeHostTree(t, dir, seed)
 			osfs, err := vfs.NewOSFs(dir)
@@ -46,12 +46,12 @@ func backends() []backend {
 			t.Cleanup(func() { osfs.Close() })
 			return &fixture{store: vfs.NewStore(wrap(osfs)), hostDirs: []string{dir}}
 		}},
-		{"memory", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"memory", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
 			m := vfs.NewMemFs()
 			writeAferoTree(t, m, seed)
 			return &fixture{store: vfs.NewStore(wrap(m))}
 		}},
-		{"overlay", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"overlay", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
 			lowerDir := filepath.Join(t.TempDir(), "lower")
 			upperDir := filepath.Join(t.TempDir(), "upper")
 			writeHostTree(t, lowerDir, seed)
@@ -70,7 +70,7 @@ func backends() []backend {
 			}
 			return &fixture{store: vfs.NewStore(wrap(ov)), hostDirs: []string{lowerDir, upperDir}, lowerDir: lowerDir}
 		}},
-		{"overlay-mem", func(t *testing.T, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"overlay-mem", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
 			lowerDir := filepath.Join(t.TempDir(), "lower")
 			writeHostTree(t, lowerDir, seed)
 			lower, err := vfs.NewReadOnlyOSFs(lowerDir)
@@ -98,7 +98,7 @@ func sortedNames(seed map[string][]byte) []string {
 	return names
 }
 
-func writeHostTree(t *testing.T, dir string, seed map[string][]byte) {
+func writeHostTree(t testing.TB, dir string, seed map[string][]byte) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func writeHostTree(t *testing.T, dir string, seed map[string][]byte) {
 	}
 }
 
-func writeAferoTree(t *testing.T, fsys afero.Fs, seed map[string][]byte) {
+func writeAferoTree(t testing.TB, fsys afero.Fs, seed map[string][]byte) {
 	t.Helper()
 	for _, name := range sortedNames(seed) {
 		if strings.HasSuffix(name, "/") {
@@ -140,7 +140,7 @@ func writeAferoTree(t *testing.T, fsys afero.Fs, seed map[string][]byte) {
 
 // dumpTree returns every entry the store holds, as the model could reach it (hidden files
 // included, bookkeeping not): storage name → content, directories with a trailing "/".
-func dumpTree(t *testing.T, fsys afero.Fs) map[string][]byte {
+func dumpTree(t testing.TB, fsys afero.Fs) map[string][]byte {
 	t.Helper()
 	tree := map[string][]byte{}
 	var walk func(dir string)
@@ -187,7 +187,7 @@ func dumpTree(t *testing.T, fsys afero.Fs) map[string][]byte {
 }
 
 // hashDir fingerprints a host directory: every path, mode, size and content.
-func hashDir(t *testing.T, dir string) string {
+func hashDir(t testing.TB, dir string) string {
 	t.Helper()
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

@@ -1,0 +1,120 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+)
+
+// benchBackends are the stores the benchmarks run on: memory shows the handlers' own cost,
+// os adds the filesystem's (with fsync on every change).
+var benchBackends = []string{"memory", "os"}
+
+func openBench(b *testing.B, backend string, seed map[string][]byte) *handlers.Handlers {
+	b.Helper()
+	for _, be := range backends() {
+		if be.name == backend {
+			fx := be.open(b, seed, noWrap)
+			return handlers.New(fx.store, handlers.Limits{MaxFileBytes: 64 << 20, MaxStoreBytes: 1 << 40})
+		}
+	}
+	b.Fatalf("no backend %q", backend)
+	return nil
+}
+
+// oneMiB is a 1 MiB file of 64-byte lines (16,384 lines).
+func oneMiB() []byte {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 1<<20; i++ {
+		fmt.Fprintf(&sb, "%-63s\n", fmt.Sprintf("line %d of a one-mebibyte memory file", i))
+	}
+	return []byte(sb.String()[:1<<20])
+}
+
+func run(b *testing.B, h *handlers.Handlers, input map[string]any) {
+	b.Helper()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := h.Exec(context.Background(), input); res.IsError {
+			b.Fatal(res.Text)
+		}
+	}
+}
+
+func BenchmarkView1MiBFile(b *testing.B) {
+	for _, backend := range benchBackends {
+		h := openBench(b, backend, map[string][]byte{"big.txt": oneMiB()})
+		b.Run(backend+"/whole", func(b *testing.B) {
+			run(b, h, map[string]any{"command": "view", "path": "/memories/big.txt"})
+		})
+		b.Run(backend+"/range-near-end", func(b *testing.B) {
+			run(b, h, map[string]any{"command": "view", "path": "/memories/big.txt", "view_range": []any{float64(16000), float64(16100)}})
+		})
+	}
+}
+
+func BenchmarkStrReplaceEndOf1MiBFile(b *testing.B) {
+	for _, backend := range benchBackends {
+		content := oneMiB()
+		copy(content[len(content)-100:], "MARKER-A")
+		h := openBench(b, backend, map[string][]byte{"big.txt": content})
+		b.Run(backend, func(b *testing.B) {
+			b.ReportAllocs()
+			from, to := "MARKER-A", "MARKER-B"
+			for b.Loop() {
+				if res := h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": "/memories/big.txt", "old_str": from, "new_str": to}); res.IsError {
+					b.Fatal(res.Text)
+				}
+				from, to = to, from
+			}
+		})
+	}
+}
+
+func BenchmarkInsertSmallFile(b *testing.B) {
+	for _, backend := range benchBackends {
+		h := openBench(b, backend, nil)
+		b.Run(backend, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i%1000 == 0 {
+					b.StopTimer()
+					h.Exec(context.Background(), map[string]any{"command": "delete", "path": "/memories/notes.md"})
+					h.Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/notes.md", "file_text": "# Notes\n- first\n- second\n"})
+					b.StartTimer()
+				}
+				i++
+				if res := h.Exec(context.Background(), map[string]any{"command": "insert", "path": "/memories/notes.md", "insert_line": float64(1), "insert_text": "- a new fact"}); res.IsError {
+					b.Fatal(res.Text)
+				}
+			}
+		})
+	}
+}
+
+// tree makes entries files spread over 100 directories (each also an entry).
+func tree(entries int) map[string][]byte {
+	seed := map[string][]byte{}
+	perDir := entries/100 - 1
+	for d := 0; d < 100; d++ {
+		for f := 0; f < perDir; f++ {
+			seed[fmt.Sprintf("dir%03d/file%04d.md", d, f)] = []byte("a short memory\n")
+		}
+	}
+	return seed
+}
+
+func BenchmarkViewDirectory(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, backend := range benchBackends {
+			h := openBench(b, backend, tree(n))
+			b.Run(fmt.Sprintf("%s/%d-entries", backend, n), func(b *testing.B) {
+				run(b, h, map[string]any{"command": "view", "path": "/memories"})
+			})
+		}
+	}
+}
