@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// Tool modes.
+const (
+	ToolsSplit  = "split"  // six tools, memory_view … memory_rename
+	ToolsSingle = "single" // one tool, memory, taking the native memory_20250818 input
+)
+
+// Config says how the MCP server presents the memory.
+type Config struct {
+	// Tools is ToolsSplit (the default) or ToolsSingle.
+	Tools string
+	// Instructions is sent as the server's instructions; "" sends none. The memory_protocol
+	// prompt carries Instructions, or DefaultInstructions when it is "".
+	Instructions string
+	// Version is reported as the server's version.
+	Version string
+	// Logger receives one line per tool call and the SDK's own warnings. Contents of memory
+	// files are never logged.
+	Logger zerolog.Logger
+}
+
+// Server is memory-mcp's MCP server: the memory commands as tools, the memory protocol as
+// instructions and a prompt, served over stdio, Streamable HTTP or SSE.
+type Server struct {
+	mcp      *mcpserver.MCPServer
+	h        *handlers.Handlers
+	log      zerolog.Logger
+	inflight atomic.Int64 // tool calls running now; shutdown waits for them
+}
+
+// New builds the server over the given handlers.
+func New(h *handlers.Handlers, cfg Config) *Server {
+	if cfg.Tools == "" {
+		cfg.Tools = ToolsSplit
+	}
+	s := &Server{h: h, log: cfg.Logger}
+	opts := []mcpserver.ServerOption{
+		mcpserver.WithToolCapabilities(false),
+		mcpserver.WithPromptCapabilities(false),
+		mcpserver.WithLogger(slog.New(zerolog.NewSlogHandler(sdkLogger(cfg.Logger)))),
+		mcpserver.WithTitle("Memory"),
+		mcpserver.WithDescription("A /memories directory that keeps what the model learns across conversations (Anthropic's memory tool)."),
+	}
+	if cfg.Instructions != "" {
+		opts = append(opts, mcpserver.WithInstructions(cfg.Instructions))
+	}
+	s.mcp = mcpserver.NewMCPServer("memory-mcp", cfg.Version, opts...)
+
+	defs := splitTools()
+	if cfg.Tools == ToolsSingle {
+		defs = []toolDef{singleTool()}
+	}
+	for _, d := range defs {
+		s.mcp.AddTool(d.tool, s.toolHandler(d.tool.Name, d.command))
+	}
+	text := cfg.Instructions
+	if text == "" {
+		text = DefaultInstructions(cfg.Tools)
+	}
+	s.mcp.AddPrompt(protocolPrompt(text))
+	return s
+}
+
+// sdkLogger is the logger handed to mcp-go. Its info lines (two per request) are noise next
+// to ours, so they show only at debug level; its warnings and errors always do.
+func sdkLogger(l zerolog.Logger) zerolog.Logger {
+	l = l.With().Str("component", "mcp-go").Logger()
+	if l.GetLevel() > zerolog.DebugLevel {
+		return l.Level(max(l.GetLevel(), zerolog.WarnLevel))
+	}
+	return l
+}
+
+// MCP returns the underlying mcp-go server, for in-process clients.
+func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
+
+// toolHandler adapts one command (or, for command "", the native input) to a tool. Every
+// outcome is a tool result: errors the model can fix and storage failures alike carry
+// isError, so the model sees them, and a panic anywhere becomes SPEC §4's internal error.
+func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		start := time.Now()
+		args := req.GetArguments()
+		if args == nil {
+			args = map[string]any{}
+		}
+		cmd := command
+		if cmd == "" {
+			cmd, _ = args["command"].(string)
+		}
+		res := s.call(ctx, command, cmd, args)
+		s.logCall(tool, cmd, args, res, time.Since(start))
+		if res.IsError {
+			return mcp.NewToolResultError(res.Text), nil
+		}
+		return mcp.NewToolResultText(res.Text), nil
+	}
+}
+
+func (s *Server) call(ctx context.Context, command, cmd string, args map[string]any) (res handlers.Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			path, _ := args["path"].(string)
+			if path == "" {
+				path, _ = args["old_path"].(string)
+			}
+			res = handlers.Result{
+				Text:    fmt.Sprintf("Error: Could not %s %s: %s", cmd, path, vfs.ReasonInternal),
+				IsError: true,
+				Err:     fmt.Errorf("panic: %v\n%s", r, debug.Stack()),
+			}
+		}
+	}()
+	if command == "" {
+		return s.h.Exec(ctx, args)
+	}
+	return s.h.Call(ctx, command, args)
+}
+
+// logCall writes the call's line: tool, command, virtual paths, bytes in and out, duration
+// and outcome ("ok", "refused" for an error the model can act on, "failed" for a storage
+// failure or panic, whose cause goes with it). File contents are never logged.
+func (s *Server) logCall(tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
+	ev := s.log.Info()
+	outcome := "ok"
+	switch {
+	case res.Err != nil:
+		ev, outcome = s.log.Error().Err(res.Err), "failed"
+	case res.IsError:
+		outcome = "refused"
+	}
+	ev = ev.Str("tool", tool).Str("command", cmd)
+	for _, k := range []string{"path", "old_path", "new_path"} {
+		if v, ok := args[k].(string); ok {
+			ev = ev.Str(k, v)
+		}
+	}
+	in := 0
+	for _, k := range []string{"file_text", "old_str", "new_str", "insert_text"} {
+		if v, ok := args[k].(string); ok {
+			in += len(v)
+		}
+	}
+	ev.Int("bytes_in", in).Int("bytes_out", len(res.Text)).Dur("duration", d).Str("outcome", outcome).Msg("tool call")
+}
+
+// drain waits until no tool call is running, or until timeout; it reports whether all finished.
+func (s *Server) drain(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for s.inflight.Load() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
