@@ -242,7 +242,9 @@ func serveHTTP(t *testing.T, transport string, maxBytes int64) (base string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.ServeHTTP(ctx, server.HTTPOptions{Transport: transport, Listener: ln, MaxRequestBytes: maxBytes}) }()
+	go func() {
+		done <- s.ServeHTTP(ctx, server.HTTPOptions{Transport: transport, Listener: ln, MaxRequestBytes: maxBytes})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {

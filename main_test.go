@@ -1,0 +1,474 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memory-mcp/memory-mcp/server"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// binary is memory-mcp built from this tree; the end-to-end tests run it as a client would.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "memory-mcp-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "memory-mcp")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// step is one call of the end-to-end scenario and the exact result the model must get.
+type step struct {
+	command string
+	args    map[string]any
+	want    string
+	isError bool
+}
+
+const listingHeader = "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n"
+
+var scenario = []step{
+	{"view", map[string]any{"path": "/memories"}, listingHeader + "0B\t/memories", false},
+	{"create", map[string]any{"path": "/memories/notes.md", "file_text": "# Notes\n- one\n"}, "File created successfully at: /memories/notes.md", false},
+	{"create", map[string]any{"path": "/memories/notes.md", "file_text": "again"}, "Error: File /memories/notes.md already exists", true},
+	{"str_replace", map[string]any{"path": "/memories/notes.md", "old_str": "- one", "new_str": "- 1"}, "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\t# Notes\n     2\t- 1\n     3\t", false},
+	{"insert", map[string]any{"path": "/memories/notes.md", "insert_line": 2, "insert_text": "- two"}, "The file /memories/notes.md has been edited.", false},
+	{"view", map[string]any{"path": "/memories/notes.md"}, "Here's the content of /memories/notes.md with line numbers:\n     1\t# Notes\n     2\t- 1\n     3\t- two\n     4\t", false},
+	{"view", map[string]any{"path": "/memories/notes.md", "view_range": []int{2, 3}}, "Here's the content of /memories/notes.md with line numbers:\n     2\t- 1\n     3\t- two", false},
+	{"insert", map[string]any{"path": "/memories/notes.md", "insert_line": 9, "insert_text": "x"}, "Error: Invalid `insert_line` parameter: 9. It should be within the range of lines of the file: [0, 4]", true},
+	{"rename", map[string]any{"old_path": "/memories/notes.md", "new_path": "/memories/archive/notes.md"}, "Successfully renamed /memories/notes.md to /memories/archive/notes.md", false},
+	{"view", map[string]any{"path": "/memories"}, listingHeader + "18B\t/memories\n18B\t/memories/archive/\n18B\t/memories/archive/notes.md", false},
+	{"view", map[string]any{"path": "/memories/../etc/passwd"}, "Error: Path /memories/../etc/passwd would escape /memories directory", true},
+	{"delete", map[string]any{"path": "/memories/archive"}, "Successfully deleted /memories/archive", false},
+	{"view", map[string]any{"path": "/memories/archive"}, "The path /memories/archive does not exist. Please provide a valid path.", true},
+	{"delete", map[string]any{"path": "/memories"}, "Error: Cannot delete the /memories directory itself", true},
+}
+
+// runScenario plays the scenario through the session, by the six tools or the one memory tool.
+func runScenario(t *testing.T, cs *mcp.ClientSession, single bool) {
+	t.Helper()
+	for i, s := range scenario {
+		name, args := "memory_"+s.command, s.args
+		if single {
+			name = "memory"
+			args = map[string]any{"command": s.command}
+			for k, v := range s.args {
+				args[k] = v
+			}
+		}
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("step %d %s: %v", i+1, name, err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		if text != s.want || res.IsError != s.isError {
+			t.Errorf("step %d %s %v:\n got %q (isError %v)\nwant %q (isError %v)", i+1, name, s.args, text, res.IsError, s.want, s.isError)
+		}
+	}
+}
+
+// server is a running memory-mcp process.
+type serverProc struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+func testEnv(t *testing.T) []string {
+	return append(os.Environ(), "XDG_DATA_HOME="+t.TempDir(), "HOME="+t.TempDir())
+}
+
+// startHTTP starts the binary on a free loopback port and waits for its "listening" line.
+func startHTTP(t *testing.T, transport string, args ...string) *serverProc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"-transport", transport, "-addr", "127.0.0.1:0", "-root", filepath.Join(t.TempDir(), "m")}, args...)...)
+	cmd.Env = testEnv(t)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, stderr: &syncBuffer{}}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			p.stderr.Write([]byte(line + "\n"))
+			var e struct{ Message, URL string }
+			if json.Unmarshal([]byte(line), &e) == nil && e.Message == "listening" {
+				found <- e.URL
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		p.url = strings.TrimSuffix(strings.TrimSuffix(u, "/mcp"), "/sse")
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server did not start:\n%s", p.stderr.String())
+	}
+	return p
+}
+
+func connect(t *testing.T, transport mcp.Transport, version string) *mcp.ClientSession {
+	t.Helper()
+	var copts *mcp.ClientOptions
+	if os.Getenv("E2E_DEBUG") != "" {
+		copts = &mcp.ClientOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, copts)
+	var opts *mcp.ClientSessionOptions
+	if version != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	// The SSE transport keeps its event stream on this context: it must outlive Connect.
+	cs, err := client.Connect(t.Context(), transport, opts)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func checkTools(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"memory_view": {"path"}, "memory_create": {"path", "file_text"}, "memory_str_replace": {"path", "old_str"},
+		"memory_insert": {"path", "insert_line", "insert_text"}, "memory_delete": {"path"}, "memory_rename": {"old_path", "new_path"},
+	}
+	if len(res.Tools) != len(want) {
+		t.Errorf("%d tools, want %d", len(res.Tools), len(want))
+	}
+	for _, tool := range res.Tools {
+		req, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("unexpected tool %s", tool.Name)
+			continue
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		var s struct{ Required []string }
+		json.Unmarshal(schema, &s)
+		if strings.Join(s.Required, ",") != strings.Join(req, ",") {
+			t.Errorf("%s requires %v, want %v", tool.Name, s.Required, req)
+		}
+		a := tool.Annotations
+		if a == nil || a.OpenWorldHint == nil || *a.OpenWorldHint || a.DestructiveHint == nil {
+			t.Errorf("%s: annotations %+v", tool.Name, a)
+			continue
+		}
+		view := tool.Name == "memory_view"
+		destructive := tool.Name == "memory_str_replace" || tool.Name == "memory_delete"
+		if a.ReadOnlyHint != view || a.IdempotentHint != view || *a.DestructiveHint != destructive {
+			t.Errorf("%s: readOnly=%v idempotent=%v destructive=%v", tool.Name, a.ReadOnlyHint, a.IdempotentHint, *a.DestructiveHint)
+		}
+	}
+}
+
+func checkSession(t *testing.T, cs *mcp.ClientSession, version string) {
+	t.Helper()
+	want := version
+	if want == "" {
+		want = "2026-07-28"
+	}
+	init := cs.InitializeResult()
+	if init == nil {
+		t.Fatal("no initialize result")
+	}
+	if init.ProtocolVersion != want {
+		t.Errorf("protocol version %q, want %q", init.ProtocolVersion, want)
+	}
+	if init.Instructions != server.DefaultInstructions(server.ToolsSplit) {
+		t.Errorf("instructions = %q", init.Instructions)
+	}
+	p, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "memory_protocol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := p.Messages[0].Content.(*mcp.TextContent).Text; text != server.DefaultInstructions(server.ToolsSplit) {
+		t.Errorf("prompt text = %q", text)
+	}
+}
+
+var eras = map[string]string{"2026-07-28": "", "2025-11-25": "2025-11-25"}
+
+func TestEndToEnd(t *testing.T) {
+	for eraName, version := range eras {
+		t.Run("stdio/"+eraName, func(t *testing.T) {
+			cmd := exec.Command(binary, "-root", filepath.Join(t.TempDir(), "m"), "-log-level", "debug")
+			cmd.Env = testEnv(t)
+			cs := connect(t, &mcp.CommandTransport{Command: cmd}, version)
+			checkSession(t, cs, version)
+			checkTools(t, cs)
+			runScenario(t, cs, false)
+		})
+		t.Run("http/"+eraName, func(t *testing.T) {
+			p := startHTTP(t, "http")
+			cs := connect(t, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, version)
+			checkSession(t, cs, version)
+			checkTools(t, cs)
+			runScenario(t, cs, false)
+		})
+		t.Run("sse/"+eraName, func(t *testing.T) {
+			p := startHTTP(t, "sse")
+			cs := connect(t, &mcp.SSEClientTransport{Endpoint: p.url + "/sse"}, version)
+			checkSession(t, cs, version)
+			checkTools(t, cs)
+			runScenario(t, cs, false)
+		})
+	}
+	t.Run("single-tool/stdio", func(t *testing.T) {
+		cmd := exec.Command(binary, "-root", filepath.Join(t.TempDir(), "m"), "-tools", "single")
+		cmd.Env = testEnv(t)
+		cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Tools) != 1 || res.Tools[0].Name != "memory" {
+			t.Fatalf("tools = %v, want one named memory", res.Tools)
+		}
+		if got := cs.InitializeResult().Instructions; !strings.Contains(got, "Use the `memory` tool") {
+			t.Errorf("single-mode instructions name the wrong tool: %q", got)
+		}
+		runScenario(t, cs, true)
+	})
+}
+
+// With no flags, from any working directory, the server keeps its memory under the user's
+// data directory, created 0700.
+func TestDefaultRoot(t *testing.T) {
+	data := t.TempDir()
+	cmd := exec.Command(binary)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+data, "HOME="+t.TempDir())
+	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+	runScenario(t, cs, false)
+	fi, err := os.Stat(filepath.Join(data, "memory-mcp", "memories"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("memory directory mode %v, want 0700", fi.Mode().Perm())
+	}
+}
+
+// At debug level, stdout carries nothing but JSON-RPC messages, one per line.
+func TestStdoutIsOnlyProtocol(t *testing.T) {
+	cmd := exec.Command(binary, "-root", filepath.Join(t.TempDir(), "m"), "-log-level", "debug", "-log-format", "console")
+	cmd.Env = testEnv(t)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/nope"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{"name":"memory_protocol"}}`,
+	}, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Errorf("%d lines on stdout, want 5 responses:\n%s", len(lines), out)
+	}
+	for _, l := range lines {
+		var msg struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(l), &msg); err != nil || msg.JSONRPC != "2.0" || len(msg.ID) == 0 {
+			t.Errorf("stdout line is not a JSON-RPC response: %q", l)
+		}
+	}
+	if !strings.Contains(stderr.String(), "tool call") {
+		t.Errorf("the debug log did not go to stderr:\n%s", stderr.String())
+	}
+}
+
+// SIGTERM during a slow call: the call finishes, the process exits 0 within 5 s, the store
+// is consistent. The call is slow because this test holds the storage lock that every
+// memory-mcp process takes before a change.
+func TestSIGTERMDuringSlowCall(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	p := startHTTP(t, "http", "-root", root)
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, "")
+
+	lock, err := vfs.NewOSFs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.LockStorage(true); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_create", Arguments: map[string]any{"path": "/memories/slow.md", "file_text": "written during shutdown"}})
+		done <- outcome{res, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // the call is now waiting for the lock
+	signalled := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1 * time.Second)
+	lock.UnlockStorage()
+
+	o := <-done
+	if o.err != nil || o.res.IsError {
+		t.Errorf("the call in flight during shutdown failed: %v %+v", o.err, o.res)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v\n%s", err, p.stderr.String())
+		}
+		if d := time.Since(signalled); d > 5*time.Second {
+			t.Errorf("exited %v after SIGTERM, want within 5s", d)
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatalf("did not exit within 5s of SIGTERM:\n%s", p.stderr.String())
+	}
+	data, err := os.ReadFile(filepath.Join(root, "slow.md"))
+	if err != nil || string(data) != "written during shutdown" {
+		t.Errorf("store after shutdown: %q, %v", data, err)
+	}
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".memory-mcp-tmp-") {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
+}
+
+// memory-mcp exec gives the same strings as the tools, and exits 1 on an error result.
+func TestExec(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	for i, s := range scenario {
+		input := map[string]any{"command": s.command}
+		for k, v := range s.args {
+			input[k] = v
+		}
+		raw, _ := json.Marshal(input)
+		args := []string{"-root", root, "exec", string(raw)}
+		var stdin io.Reader
+		if i%2 == 1 { // every other step reads its input from stdin
+			args, stdin = []string{"exec", "-root", root, "-"}, bytes.NewReader(raw)
+		}
+		cmd := exec.Command(binary, args...)
+		cmd.Env = testEnv(t)
+		cmd.Stdin = stdin
+		out, err := cmd.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		wantCode := 0
+		if s.isError {
+			wantCode = 1
+		}
+		if string(out) != s.want+"\n" || code != wantCode {
+			t.Errorf("exec %s:\n got %q (exit %d)\nwant %q (exit %d)", raw, out, code, s.want+"\n", wantCode)
+		}
+	}
+}
+
+// A bad flag or value is one clear line on stderr and exit status 2; environment variables
+// set flags, and the command line wins over them.
+func TestFlags(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown flag", []string{"-bogus"}, nil, "memory-mcp: flag provided but not defined: -bogus (see memory-mcp -help)\n"},
+		{"bad transport", []string{"-transport", "carrier-pigeon"}, nil, "memory-mcp: invalid value \"carrier-pigeon\" for -transport: use stdio, http, sse (see memory-mcp -help)\n"},
+		{"bad env", nil, map[string]string{"MEMORY_MCP_MAX_FILE_BYTES": "lots"}, "memory-mcp: invalid value \"lots\" for MEMORY_MCP_MAX_FILE_BYTES: parse error (see memory-mcp -help)\n"},
+		{"overlay without lower", []string{"-backend", "overlay"}, nil, "memory-mcp: -backend overlay needs -lower DIR, the read-only layer (see memory-mcp -help)\n"},
+		{"unknown command", []string{"serve"}, nil, "memory-mcp: unknown command \"serve\": the only command is exec (see memory-mcp -help)\n"},
+		{"bad addr", []string{"-transport", "http", "-addr", "8080"}, nil, "memory-mcp: invalid value \"8080\" for -addr: use HOST:PORT, such as 127.0.0.1:8080 (see memory-mcp -help)\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tt.args, env(tt.env), strings.NewReader(""), &stdout, &stderr)
+		if code != 2 || stderr.String() != tt.want || stdout.Len() != 0 {
+			t.Errorf("%s: exit %d, stderr %q, stdout %q; want exit 2 and %q", tt.name, code, stderr.String(), stdout.String(), tt.want)
+		}
+	}
+
+	// The environment sets the store and a limit; the command line wins over it.
+	root := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	e := env(map[string]string{"MEMORY_MCP_ROOT": root, "MEMORY_MCP_MAX_FILE_BYTES": "3", "MEMORY_MCP_LOG_LEVEL": "error"})
+	if code := run(context.Background(), []string{"exec", `{"command":"create","path":"/memories/a","file_text":"1234"}`}, e, nil, &stdout, &stderr); code != 1 || stdout.String() != "Error: /memories/a would be 4 bytes, over the limit of 3 bytes per memory file\n" {
+		t.Errorf("env limit: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"-max-file-bytes", "10", "exec", `{"command":"create","path":"/memories/a","file_text":"1234"}`}, e, nil, &stdout, &stderr); code != 0 {
+		t.Errorf("flag over env: exit %d, %q", code, stdout.String())
+	}
+	if _, err := os.Stat(filepath.Join(root, "a")); err != nil {
+		t.Errorf("MEMORY_MCP_ROOT not used: %v", err)
+	}
+
+	stdout.Reset()
+	if code := run(context.Background(), []string{"-version"}, env(nil), nil, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "memory-mcp ") {
+		t.Errorf("-version: exit %d, %q", code, stdout.String())
+	}
+}
