@@ -57,11 +57,11 @@ func BenchmarkView1MiBFile(b *testing.B) {
 }
 
 func BenchmarkStrReplaceEndOf1MiBFile(b *testing.B) {
+	content := oneMiB()
+	copy(content[len(content)-100:], "MARKER-A")
 	for _, backend := range benchBackends {
-		content := oneMiB()
-		copy(content[len(content)-100:], "MARKER-A")
-		h := openBench(b, backend, map[string][]byte{"big.txt": content})
 		b.Run(backend, func(b *testing.B) {
+			h := openBench(b, backend, map[string][]byte{"big.txt": content})
 			b.ReportAllocs()
 			from, to := "MARKER-A", "MARKER-B"
 			for b.Loop() {
