@@ -327,8 +327,8 @@ func TestStdoutIsOnlyProtocol(t *testing.T) {
 			t.Errorf("stdout line is not a JSON-RPC response: %q", l)
 		}
 	}
-	if !strings.Contains(stderr.String(), "tool call") {
-		t.Errorf("the debug log did not go to stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "tool call") || !strings.Contains(stderr.String(), "mcp.request") {
+		t.Errorf("our log and mcp-go's (at debug level) must both go to stderr:\n%s", stderr.String())
 	}
 }
 
@@ -471,4 +471,53 @@ func TestFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"-version"}, env(nil), nil, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "memory-mcp ") {
 		t.Errorf("-version: exit %d, %q", code, stdout.String())
 	}
+}
+
+// -instructions FILE replaces the protocol in the instructions and the prompt; -instructions
+// none sends no instructions and keeps the prompt.
+func TestInstructionsFlag(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "protocol.md")
+	os.WriteFile(file, []byte("Keep one file per project."), 0o600)
+	for _, tt := range []struct {
+		arg, instructions, prompt string
+	}{
+		{file, "Keep one file per project.", "Keep one file per project."},
+		{"none", "", server.DefaultInstructions(server.ToolsSplit)},
+	} {
+		cmd := exec.Command(binary, "-root", filepath.Join(t.TempDir(), "m"), "-instructions", tt.arg)
+		cmd.Env = testEnv(t)
+		cs := connect(t, &mcp.CommandTransport{Command: cmd}, "2025-11-25")
+		if got := cs.InitializeResult().Instructions; got != tt.instructions {
+			t.Errorf("-instructions %s: instructions %q, want %q", tt.arg, got, tt.instructions)
+		}
+		p, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "memory_protocol"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Messages[0].Content.(*mcp.TextContent).Text; got != tt.prompt {
+			t.Errorf("-instructions %s: prompt %q, want %q", tt.arg, got, tt.prompt)
+		}
+	}
+}
+
+// The README's run command, go run ., serves a client.
+func TestReadmeRunCommand(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "| run the server | `go run .` |") || !strings.Contains(string(readme), "| run the tests | `go test -race ./...` |") {
+		t.Fatal("the README no longer gives the commands this test runs")
+	}
+	cmd := exec.Command("go", "run", ".")
+	// testEnv moves HOME; keep the Go caches where they are, or go run rebuilds everything.
+	caches, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := strings.Fields(string(caches))
+	cmd.Env = append(testEnv(t), "GOCACHE="+dirs[0], "GOMODCACHE="+dirs[1], "GOPATH="+dirs[2])
+	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+	checkTools(t, cs)
+	runScenario(t, cs, false)
 }
