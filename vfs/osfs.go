@@ -204,6 +204,15 @@ func (f *OSFs) RenameNoReplace(oldname, newname string) error {
 	return wrap(f.renameNoReplace(rel(oldname), rel(newname)))
 }
 
+// renameCheckFirst is the fallback where the kernel cannot rename without replacing: the
+// Store's storage lock keeps other memory-mcp processes out of the window between the two.
+func (f *OSFs) renameCheckFirst(oldname, newname string) error {
+	if _, err := f.root.Lstat(newname); err == nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrExist}
+	}
+	return f.root.Rename(oldname, newname)
+}
+
 // LockStorage takes the lock shared by every process that serves this directory: exclusive
 // for changes, shared for reads. It blocks until the lock is free. The returned generation
 // is the change counter kept in the lock file.

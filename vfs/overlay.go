@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path"
 	"slices"
@@ -213,29 +211,7 @@ func (o *OverlayFs) copyUpFile(src, dst string) error {
 }
 
 func (o *OverlayFs) writeUpper(n string, data []byte) error {
-	tmp := path.Join("/"+parent(n), fmt.Sprintf("%s%016x", tmpPrefix, rand.Uint64()))
-	f, err := o.upper.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = o.upper.Rename(tmp, "/"+n)
-	}
-	if err != nil {
-		o.upper.Remove(tmp)
-		return err
-	}
-	if d, ok := o.upper.(DirSyncer); ok {
-		return d.SyncDir("/" + parent(n))
-	}
-	return nil
+	return writeAtomic(o.upper, n, data, o.upper.Rename)
 }
 
 // addWhiteout hides the lower entry at n for good, and persists the set first.

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"path"
 	"syscall"
@@ -33,11 +32,4 @@ func (f *OSFs) renameNoReplace(oldname, newname string) error {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
 	return nil
-}
-
-func (f *OSFs) renameCheckFirst(oldname, newname string) error {
-	if _, err := f.root.Lstat(newname); err == nil {
-		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrExist}
-	}
-	return f.root.Rename(oldname, newname)
 }

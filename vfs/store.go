@@ -149,7 +149,12 @@ func (s *Store) Update(fn func(*Tx) error) error {
 		return err
 	}
 	defer unlock()
-	return fn(&Tx{s: s, write: true})
+	err = fn(&Tx{s: s, write: true})
+	if err != nil {
+		// A change that failed half-way may have changed sizes it did not account for.
+		s.usageKnown = false
+	}
+	return err
 }
 
 func (s *Store) lockStorage(exclusive bool) (unlock func(), err error) {
@@ -322,16 +327,27 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 
 // writeAtomic writes a temporary file beside the target, flushes it, renames it over the
 // target and flushes the directory (SPEC §6).
-func (tx *Tx) writeAtomic(name string, data []byte, noReplace bool) (err error) {
+func (tx *Tx) writeAtomic(name string, data []byte, noReplace bool) error {
+	rename := tx.s.fs.Rename
+	if noReplace {
+		rename = tx.renameNoReplace
+	}
+	return writeAtomic(tx.s.fs, name, data, rename)
+}
+
+// writeAtomic writes data to a new temporary file in name's directory, flushes it, moves it
+// to name with rename and flushes the directory, so that a crash at any moment leaves the
+// old or the new content and, at worst, a temporary file that no virtual path reaches.
+func writeAtomic(fsys afero.Fs, name string, data []byte, rename func(oldname, newname string) error) (err error) {
 	dir := path.Dir("/" + name)
 	tmp := path.Join(dir, fmt.Sprintf("%s%016x", tmpPrefix, rand.Uint64()))
-	f, err := tx.s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			tx.s.fs.Remove(tmp)
+			fsys.Remove(tmp)
 		}
 	}()
 	_, err = f.Write(data)
@@ -344,15 +360,13 @@ func (tx *Tx) writeAtomic(name string, data []byte, noReplace bool) (err error) 
 	if err != nil {
 		return err
 	}
-	if noReplace {
-		err = tx.renameNoReplace(tmp, name)
-	} else {
-		err = tx.s.fs.Rename(tmp, name)
-	}
-	if err != nil {
+	if err = rename(tmp, name); err != nil {
 		return err
 	}
-	return tx.syncDir(dir)
+	if d, ok := fsys.(DirSyncer); ok {
+		return d.SyncDir(dir)
+	}
+	return nil
 }
 
 func (tx *Tx) renameNoReplace(oldname, newname string) error {
