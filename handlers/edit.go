@@ -16,6 +16,9 @@ func (h *Handlers) Create(a CreateArgs) Result {
 	if err != nil {
 		return errorf("%s", err.Error())
 	}
+	if res, found := h.secretIn(a.FileText); found {
+		return res
+	}
 	exists := errorf("Error: File %s already exists", a.Path)
 	return h.update("create", a.Path, func(tx *vfs.Tx) (Result, error) {
 		_, err := tx.Stat(p)
@@ -37,7 +40,7 @@ func (h *Handlers) Create(a CreateArgs) Result {
 			}
 			return Result{}, err
 		}
-		return ok("File created successfully at: " + a.Path), nil
+		return changed("File created successfully at: "+a.Path, 0, int64(len(a.FileText))), nil
 	})
 }
 
@@ -70,6 +73,9 @@ func (h *Handlers) StrReplace(a StrReplaceArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return errorf("%s", err.Error())
+	}
+	if res, found := h.secretIn(a.NewStr); found {
+		return res
 	}
 	return h.update("str_replace", a.Path, func(tx *vfs.Tx) (Result, error) {
 		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist. Please provide a valid path.")
@@ -121,7 +127,7 @@ func (h *Handlers) StrReplace(a StrReplaceArgs) Result {
 		first, last := max(1, at-2), min(countLines(text), at+2+k)
 		out := []byte("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n")
 		out = numberLines(out, text[lineOffset(text, first):], first, last)
-		return ok(string(out)), nil
+		return changed(string(out), int64(len(content)), int64(len(updated))), nil
 	})
 }
 
@@ -130,6 +136,9 @@ func (h *Handlers) Insert(a InsertArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return errorf("%s", err.Error())
+	}
+	if res, found := h.secretIn(a.InsertText); found {
+		return res
 	}
 	return h.update("insert", a.Path, func(tx *vfs.Tx) (Result, error) {
 		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist")
@@ -160,7 +169,7 @@ func (h *Handlers) Insert(a InsertArgs) Result {
 		if err := tx.WriteFile(p, updated); err != nil {
 			return Result{}, err
 		}
-		return ok("The file " + a.Path + " has been edited."), nil
+		return changed("The file "+a.Path+" has been edited.", int64(len(content)), int64(len(updated))), nil
 	})
 }
 
@@ -179,10 +188,11 @@ func (h *Handlers) Delete(a DeleteArgs) Result {
 		} else if err != nil {
 			return Result{}, err
 		}
-		if err := tx.RemoveAll(p); err != nil {
+		size, err := tx.RemoveAll(p)
+		if err != nil {
 			return Result{}, err
 		}
-		return ok("Successfully deleted " + a.Path), nil
+		return changed("Successfully deleted "+a.Path, size, 0), nil
 	})
 }
 
@@ -228,6 +238,10 @@ func (h *Handlers) Rename(a RenameArgs) Result {
 		} else if err != nil || isFile {
 			return errorf("Error: A parent of %s is a file, not a directory", a.NewPath), err
 		}
+		size, err := tx.SizeOf(oldp)
+		if err != nil {
+			return Result{}, err
+		}
 		if err := tx.Rename(oldp, newp); err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return destExists, nil
@@ -237,8 +251,12 @@ func (h *Handlers) Rename(a RenameArgs) Result {
 			}
 			return Result{}, err
 		}
-		return ok("Successfully renamed " + a.OldPath + " to " + a.NewPath), nil
+		return changed("Successfully renamed "+a.OldPath+" to "+a.NewPath, size, size), nil
 	})
+}
+
+func changed(text string, before, after int64) Result {
+	return Result{Text: text, Before: before, After: after}
 }
 
 func deref(r *Result) Result {

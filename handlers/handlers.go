@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -30,6 +31,9 @@ type Result struct {
 	// Err is the storage failure or panic behind an error result, with whatever detail
 	// (host paths included) the operator needs; it goes to the log, never to the model.
 	Err error
+	// Before and After are, for a change that was made, the bytes at the path before and
+	// after it (a directory counts the files below it), for the operator's audit log.
+	Before, After int64
 }
 
 // Commands are the memory_20250818 commands, in the order the messages list them.
@@ -37,12 +41,24 @@ var Commands = []string{"view", "create", "str_replace", "insert", "delete", "re
 
 // Handlers runs the six memory commands against one store.
 type Handlers struct {
-	store  *vfs.Store
-	limits Limits
+	store         *vfs.Store
+	limits        Limits
+	readOnly      bool
+	rejectSecrets bool
 }
 
+// An Option changes how the handlers treat changes.
+type Option func(*Handlers)
+
+// ReadOnly refuses every command but view with "Error: The memory store is read-only".
+func ReadOnly() Option { return func(h *Handlers) { h.readOnly = true } }
+
+// RejectSecrets refuses create, str_replace and insert when the text they would write
+// (file_text, new_str, insert_text) contains what looks like a credential; nothing is written.
+func RejectSecrets() Option { return func(h *Handlers) { h.rejectSecrets = true } }
+
 // New returns the command handlers over store. A zero field of limits takes its default.
-func New(store *vfs.Store, limits Limits) *Handlers {
+func New(store *vfs.Store, limits Limits, opts ...Option) *Handlers {
 	def := DefaultLimits()
 	if limits.MaxViewChars <= 0 {
 		limits.MaxViewChars = def.MaxViewChars
@@ -53,8 +69,15 @@ func New(store *vfs.Store, limits Limits) *Handlers {
 	if limits.MaxStoreBytes <= 0 {
 		limits.MaxStoreBytes = def.MaxStoreBytes
 	}
-	return &Handlers{store: store, limits: limits}
+	h := &Handlers{store: store, limits: limits}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
+
+// ReadOnlyStore reports whether the handlers refuse changes.
+func (h *Handlers) ReadOnlyStore() bool { return h.readOnly }
 
 // Store returns the store the handlers work on.
 func (h *Handlers) Store() *vfs.Store { return h.store }
@@ -87,6 +110,9 @@ func (h *Handlers) Call(ctx context.Context, command string, args map[string]any
 	}()
 	if err := ctx.Err(); err != nil {
 		return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, sentPath(args), vfs.ReasonInternal), IsError: true, Err: err}
+	}
+	if h.readOnly && command != "view" && slices.Contains(Commands, command) {
+		return errorf("Error: The memory store is read-only")
 	}
 	switch command {
 	case "view":
@@ -156,6 +182,18 @@ func failure(command, sent string, err error) Result {
 		IsError: true,
 		Err:     err,
 	}
+}
+
+// secretIn refuses text that contains what looks like a credential, when the guard is on.
+func (h *Handlers) secretIn(text string) (Result, bool) {
+	if !h.rejectSecrets {
+		return Result{}, false
+	}
+	kind, line, found := findSecret(text)
+	if !found {
+		return Result{}, false
+	}
+	return errorf("Error: The text contains what looks like a %s on line %d; memory files must not store credentials. Remove it and try again.", kind, line), true
 }
 
 func escapes(sent string) Result {

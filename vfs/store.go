@@ -386,24 +386,25 @@ func (tx *Tx) syncDir(dir string) error {
 	return nil
 }
 
-// RemoveAll deletes the file or directory at p with everything below it.
-func (tx *Tx) RemoveAll(p Path) error {
+// RemoveAll deletes the file or directory at p with everything below it, and returns the
+// bytes of the files it removed.
+func (tx *Tx) RemoveAll(p Path) (int64, error) {
 	if err := tx.beforeChange(); err != nil {
-		return err
+		return 0, err
 	}
-	var size int64
-	if tx.s.usageKnown {
-		var err error
-		if size, err = tx.sizeOf(p.Name()); err != nil {
-			return err
-		}
+	size, err := tx.sizeOf(p.Name())
+	if err != nil {
+		return 0, err
 	}
 	if err := tx.s.fs.RemoveAll(p.Name()); err != nil {
-		return err
+		return 0, err
 	}
 	tx.s.usage -= size
-	return tx.syncDir(p.Parent().Name())
+	return size, tx.syncDir(p.Parent().Name())
 }
+
+// SizeOf returns the bytes of the file at p, or of the files below the directory at p.
+func (tx *Tx) SizeOf(p Path) (int64, error) { return tx.sizeOf(p.Name()) }
 
 // Rename moves oldp to newp, creating missing parents of newp. It fails with fs.ErrExist if
 // newp exists; the check and the move are one step, so a concurrent create is never
