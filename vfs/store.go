@@ -64,6 +64,8 @@ type Store struct {
 	genKnown   bool
 	usage      int64 // bytes of all files at virtual paths; valid when usageKnown
 	usageKnown bool
+
+	access *accessLog // nil unless TrackAccess was called
 }
 
 // NewStore returns a Store over any afero filesystem whose root directory is /memories.
@@ -115,9 +117,9 @@ func OpenOverlayStore(lowerDir, upperDir string) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the store's directories and locks.
+// Close writes the access record (if tracked) and releases the store's directories and locks.
 func (s *Store) Close() error {
-	var errs []error
+	errs := []error{s.FlushAccess()}
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
 	}
@@ -252,6 +254,7 @@ func (tx *Tx) ReadFile(p Path) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: fs.ErrInvalid}
 	}
+	tx.s.access.touch(p.Name())
 	// One allocation of the right size; the +1 lets ReadAll see EOF without growing.
 	buf := make([]byte, 0, fi.Size()+1)
 	for {
@@ -306,6 +309,7 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 		return err
 	}
 	tx.s.usage += int64(len(data)) - old
+	tx.s.access.touch(p.Name())
 	return nil
 }
 
@@ -322,6 +326,7 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 		return err
 	}
 	tx.s.usage += int64(len(data))
+	tx.s.access.touch(p.Name())
 	return nil
 }
 
@@ -400,6 +405,7 @@ func (tx *Tx) RemoveAll(p Path) (int64, error) {
 		return 0, err
 	}
 	tx.s.usage -= size
+	tx.s.access.forget(p.Name())
 	return size, tx.syncDir(p.Parent().Name())
 }
 
@@ -419,6 +425,7 @@ func (tx *Tx) Rename(oldp, newp Path) error {
 	if err := tx.renameNoReplace(oldp.Name(), newp.Name()); err != nil {
 		return err
 	}
+	tx.s.access.move(oldp.Name(), newp.Name())
 	if err := tx.syncDir(oldp.Parent().Name()); err != nil {
 		return err
 	}

@@ -1,0 +1,115 @@
+package vfs
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time         { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// Expiry with an injected clock: what is older than the limit goes (with the directories it
+// empties), what was viewed recently stays, the record survives a restart, and a dry run
+// deletes nothing.
+func TestExpire(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	const day = 24 * time.Hour
+	open := func() *Store {
+		s, err := OpenOSStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.TrackAccess(clock.now); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	err := s.Update(func(tx *Tx) error {
+		for _, p := range []string{"/memories/old.md", "/memories/projects/a/old.md", "/memories/projects/keep.md", "/memories/viewed.md", "/memories/.hidden-old"} {
+			if err := tx.CreateFile(MustResolve(p), []byte("x")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(2 * day)
+	s.Update(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/projects/keep.md"), []byte("changed")) })
+	clock.advance(3 * day)
+	s.View(func(tx *Tx) error { _, err := tx.ReadFile(MustResolve("/memories/viewed.md")); return err })
+	// A file placed by hand is unknown to the record: its grace period starts when a sweep sees it.
+	os.WriteFile(filepath.Join(dir, "by-hand.md"), []byte("x"), 0o600)
+	clock.advance(3 * day) // day 8: old files are 8 days old, keep.md 6, viewed.md 3
+
+	want := []Expired{
+		{Path: "/memories/.hidden-old", Size: 1},
+		{Path: "/memories/old.md", Size: 1},
+		{Path: "/memories/projects/a/old.md", Size: 1},
+		{Path: "/memories/projects/a", Dir: true},
+	}
+	got, err := s.Expire(7*day, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("dry run (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"old.md", "projects/a/old.md", ".hidden-old"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("the dry run deleted %s", name)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open() // the record survives the restart: viewed.md keeps its recent time
+	defer s.Close()
+	got, err = s.Expire(7*day, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("expiry after a restart (-want +got):\n%s", diff)
+	}
+	for name, exists := range map[string]bool{"old.md": false, "projects/a": false, ".hidden-old": false, "projects/keep.md": true, "viewed.md": true, "by-hand.md": true, "projects": true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != exists {
+			t.Errorf("%s: exists=%v, want %v", name, err == nil, exists)
+		}
+	}
+
+	clock.advance(8 * day) // now everything is old, the hand-placed file too
+	got, err = s.Expire(7*day, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []Expired{
+		{Path: "/memories/by-hand.md", Size: 1},
+		{Path: "/memories/projects/keep.md", Size: 7},
+		{Path: "/memories/viewed.md", Size: 1},
+		{Path: "/memories/projects", Dir: true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("second sweep (-want +got):\n%s", diff)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !IsBookkeeping(e.Name()) {
+			t.Errorf("left after expiring everything: %s", e.Name())
+		}
+	}
+}
