@@ -6,6 +6,7 @@
 //
 //	memory-mcp [flags]               serve (stdio by default)
 //	memory-mcp [flags] exec JSON|-   run one memory_20250818 input and print the result
+//	memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
 //
 // Every flag can also be set as MEMORY_MCP_<FLAG> (upper case, "-" as "_"); a flag on the
 // command line wins. Run memory-mcp -help for the list.
@@ -26,6 +27,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -51,6 +53,9 @@ type config struct {
 	logLevel, logFormat                                        string
 	version                                                    bool
 	rootSet                                                    bool
+	tenants, secrets                                           string
+	insecureNoAuth, readOnly, expireDryRun                     bool
+	expireAfter                                                time.Duration
 }
 
 // usageError is a bad flag or value: one line on stderr, exit status 2.
@@ -74,6 +79,12 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", 4<<20, "largest HTTP request body, in bytes (larger gets 413)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or console")
+	fs.StringVar(&c.tenants, "tenants", "", "a JSON file of tenants (see the README): http and sse then require a tenant's bearer token and give each tenant its own memory under -root")
+	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve http or sse on a non-loopback address without -tenants (only behind something that authenticates)")
+	fs.BoolVar(&c.readOnly, "read-only", false, "list only view and refuse every change")
+	fs.DurationVar(&c.expireAfter, "expire-after", 0, "delete files not viewed or changed for longer than this, such as 720h (0: never)")
+	fs.BoolVar(&c.expireDryRun, "expire-dry-run", false, "with -expire-after: only log what would be deleted")
+	fs.StringVar(&c.secrets, "secrets", "reject", "reject (refuse text that looks like a credential) or off")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -143,6 +154,7 @@ func (c *config) validate(rest []string) error {
 		oneOf("tools", c.tools, server.ToolsSplit, server.ToolsSingle),
 		oneOf("log-format", c.logFormat, "json", "console"),
 		oneOf("log-level", c.logLevel, "debug", "info", "warn", "error"),
+		oneOf("secrets", c.secrets, "reject", "off"),
 	} {
 		if err != nil {
 			return err
@@ -160,20 +172,52 @@ func (c *config) validate(rest []string) error {
 	case c.backend == "memory" && c.rootSet:
 		return usageError{"-root has no effect with -backend memory"}
 	}
-	if c.transport != "stdio" {
-		if _, _, err := net.SplitHostPort(c.addr); err != nil {
-			return usageError{fmt.Sprintf("invalid value %q for -addr: use HOST:PORT, such as 127.0.0.1:8080", c.addr)}
-		}
+	switch {
+	case c.expireAfter < 0:
+		return usageError{"-expire-after must not be negative"}
+	case c.expireDryRun && c.expireAfter == 0:
+		return usageError{"-expire-dry-run needs -expire-after"}
 	}
 	switch {
 	case len(rest) == 0:
 	case rest[0] == "exec" && len(rest) == 2:
 	case rest[0] == "exec":
 		return usageError{"exec takes one argument: a memory_20250818 input as JSON, or - to read it from stdin"}
+	case rest[0] == "token" && len(rest) <= 2:
+		return nil
 	default:
-		return usageError{fmt.Sprintf("unknown command %q: the only command is exec", rest[0])}
+		return usageError{fmt.Sprintf("unknown command %q: the commands are exec and token", rest[0])}
+	}
+	if len(rest) > 0 {
+		if c.tenants != "" {
+			return usageError{"exec works on one memory: use -root to point it at a tenant's directory, not -tenants"}
+		}
+		return nil
+	}
+	if c.transport == "stdio" {
+		if c.tenants != "" {
+			return usageError{"-tenants needs -transport http or sse: stdio has one client, started by its user"}
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		return usageError{fmt.Sprintf("invalid value %q for -addr: use HOST:PORT, such as 127.0.0.1:8080", c.addr)}
+	}
+	if c.tenants == "" && !c.insecureNoAuth && !loopbackHost(host) {
+		return usageError{fmt.Sprintf("refusing to serve %s on %s without authentication: give -tenants FILE (memory-mcp token makes the entries), or -insecure-no-auth if something in front of it authenticates", c.transport, c.addr)}
 	}
 	return nil
+}
+
+// loopbackHost reports whether a listen host is this machine only; "" and 0.0.0.0 mean
+// every interface, and a host name is taken as reachable from elsewhere.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // run is the whole program, testable: it returns the exit status.
@@ -191,19 +235,81 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintln(stdout, "memory-mcp", buildVersion())
 		return 0
 	}
+	if len(rest) > 0 && rest[0] == "token" {
+		return printToken(rest[1:], stdout)
+	}
 	log := newLogger(c, stderr)
 
-	store, where, err := openStore(c, getenv)
-	if err != nil {
-		log.Error().Err(err).Msg("cannot open the memory store")
-		fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
-		return 1
+	var specs []server.TenantSpec
+	if c.tenants != "" {
+		data, err := os.ReadFile(c.tenants)
+		if err == nil {
+			specs, err = server.ParseTenants(data)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: -tenants: %v\n", err)
+			return 2
+		}
 	}
-	defer store.Close()
-	h := handlers.New(store, handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes})
+	limits := handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes}
+	open := func(sub string, readOnly bool) (*handlers.Handlers, *vfs.Store, string, error) {
+		store, where, err := openStore(c, sub, getenv)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if c.expireAfter > 0 {
+			if err := store.TrackAccess(time.Now); err != nil {
+				store.Close()
+				return nil, nil, "", err
+			}
+		}
+		var opts []handlers.Option
+		if readOnly || c.readOnly {
+			opts = append(opts, handlers.ReadOnly())
+		}
+		if c.secrets == "reject" {
+			opts = append(opts, handlers.RejectSecrets())
+		}
+		return handlers.New(store, limits, opts...), store, where, nil
+	}
+	var (
+		h       *handlers.Handlers
+		where   string
+		tenants []server.Tenant
+		expiry  []server.ExpiryTarget
+	)
+	if specs == nil {
+		var store *vfs.Store
+		var err error
+		h, store, where, err = open("", false)
+		if err != nil {
+			log.Error().Err(err).Msg("cannot open the memory store")
+			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
+			return 1
+		}
+		defer store.Close()
+		expiry = append(expiry, server.ExpiryTarget{Store: store})
+	}
+	for _, spec := range specs {
+		th, store, _, err := open(spec.Dir, spec.ReadOnly)
+		if err != nil {
+			log.Error().Err(err).Str("tenant", spec.Name).Msg("cannot open the tenant's memory")
+			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory of tenant %s: %v\n", spec.Name, err)
+			return 1
+		}
+		defer store.Close()
+		tenants = append(tenants, server.NewTenant(spec, th))
+		expiry = append(expiry, server.ExpiryTarget{Tenant: spec.Name, Store: store})
+	}
+	if specs != nil {
+		where = fmt.Sprintf("%d tenants", len(specs))
+	}
 
 	if len(rest) > 0 {
 		return execOne(ctx, h, rest[1], stdin, stdout, stderr)
+	}
+	if c.expireAfter > 0 {
+		go server.RunExpiry(ctx, expiry, c.expireAfter, c.expireDryRun, log)
 	}
 
 	instructions := server.DefaultInstructions(c.tools)
@@ -219,7 +325,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		instructions = string(data)
 	}
-	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log})
+	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: tenants})
 	log.Info().Str("transport", c.transport).Str("backend", c.backend).Str("store", where).Str("tools", c.tools).Str("version", buildVersion()).Msg("memory-mcp starting")
 
 	if c.transport == "stdio" {
@@ -256,18 +362,22 @@ func newLogger(c *config, stderr io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-// openStore opens the configured storage and says where it is, for the log.
-func openStore(c *config, getenv func(string) string) (*vfs.Store, string, error) {
+// openStore opens the configured storage, or a tenant's directory sub in it, and says
+// where it is, for the log.
+func openStore(c *config, sub string, getenv func(string) string) (*vfs.Store, string, error) {
 	switch c.backend {
 	case "memory":
 		return vfs.NewMemoryStore(), "memory", nil
 	case "overlay":
-		upper := c.root
-		s, err := vfs.OpenOverlayStore(c.lower, upper)
+		lower, upper := filepath.Join(c.lower, sub), c.root
+		if upper != "" {
+			upper = filepath.Join(upper, sub)
+		}
+		s, err := vfs.OpenOverlayStore(lower, upper)
 		if upper == "" {
 			upper = "memory"
 		}
-		return s, c.lower + " under " + upper, err
+		return s, lower + " under " + upper, err
 	}
 	root := c.root
 	if root == "" {
@@ -277,8 +387,23 @@ func openStore(c *config, getenv func(string) string) (*vfs.Store, string, error
 		}
 		root = filepath.Join(dir, "memory-mcp", "memories")
 	}
+	root = filepath.Join(root, sub)
 	s, err := vfs.OpenOSStore(root)
 	return s, root, err
+}
+
+// printToken prints a new bearer token and the tenants-file entry that admits it.
+func printToken(args []string, stdout io.Writer) int {
+	name := "NAME"
+	if len(args) == 1 {
+		name = args[0]
+	}
+	token, sha := server.NewToken()
+	entry, _ := json.Marshal(server.TenantSpec{Name: name, TokenSHA256: sha})
+	fmt.Fprintf(stdout, "token: %s\n", token)
+	fmt.Fprintf(stdout, "tenants file entry: %s\n", entry)
+	fmt.Fprintln(stdout, "Give the token to the client (Authorization: Bearer <token>); keep only the entry on the server.")
+	return 0
 }
 
 // dataDir is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux and other
@@ -346,6 +471,7 @@ func printUsage(w io.Writer) {
 Usage:
   memory-mcp [flags]               serve (stdio by default)
   memory-mcp [flags] exec JSON|-   run one memory_20250818 input, print the result (exit 1 on an error result)
+  memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
 
 Flags (each also settable as MEMORY_MCP_<FLAG>, e.g. MEMORY_MCP_MAX_VIEW_CHARS):
 `)

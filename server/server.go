@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +37,9 @@ type Config struct {
 	// Logger receives one line per tool call and the SDK's own warnings. Contents of memory
 	// files are never logged.
 	Logger zerolog.Logger
+	// Tenants, when not empty, makes the HTTP transports require a tenant's bearer token
+	// and serve each tenant its own memory; the handlers given to New are then not used.
+	Tenants []Tenant
 }
 
 // Server is memory-mcp's MCP server: the memory commands as tools, the memory protocol as
@@ -42,7 +48,11 @@ type Server struct {
 	mcp      *mcpserver.MCPServer
 	h        *handlers.Handlers
 	log      zerolog.Logger
+	tools    string
 	inflight atomic.Int64 // tool calls running now; shutdown waits for them
+
+	tenants  []Tenant
+	sessions sync.Map // MCP session id → name of the tenant that opened it
 }
 
 // New builds the server over the given handlers.
@@ -50,8 +60,27 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	if cfg.Tools == "" {
 		cfg.Tools = ToolsSplit
 	}
-	s := &Server{h: h, log: cfg.Logger}
+	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, tenants: cfg.Tenants}
+	hooks := &mcpserver.Hooks{}
+	// A session belongs to the tenant that opened it; authorize refuses anyone else's token.
+	hooks.AddOnRegisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
+		if t := tenantFrom(ctx); t != nil {
+			s.sessions.Store(session.SessionID(), t.Name)
+		}
+	})
+	hooks.AddOnUnregisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
+		s.sessions.Delete(session.SessionID())
+	})
+	// A read-only store lists only view. Calls of the other tools still reach the handlers,
+	// which refuse them with the message the model can act on (a filter would make them
+	// "tool not found" protocol errors).
+	hooks.AddAfterListTools(func(ctx context.Context, id any, req *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		if h := s.handlersFor(ctx); h != nil && h.ReadOnlyStore() && s.tools == ToolsSplit {
+			res.Tools = slices.DeleteFunc(res.Tools, func(t mcp.Tool) bool { return t.Name != "memory_view" })
+		}
+	})
 	opts := []mcpserver.ServerOption{
+		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithPromptCapabilities(false),
 		mcpserver.WithLogger(slog.New(zerolog.NewSlogHandler(sdkLogger(cfg.Logger)))),
@@ -88,6 +117,17 @@ func sdkLogger(l zerolog.Logger) zerolog.Logger {
 	return l
 }
 
+// handlersFor returns the memory a request works on: its tenant's, or the server's.
+func (s *Server) handlersFor(ctx context.Context) *handlers.Handlers {
+	if t := tenantFrom(ctx); t != nil {
+		return t.Handlers
+	}
+	if len(s.tenants) > 0 {
+		return nil // tenants configured, and this request has none: never a default memory
+	}
+	return s.h
+}
+
 // MCP returns the underlying mcp-go server, for in-process clients.
 func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
 
@@ -107,8 +147,12 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 		if cmd == "" {
 			cmd, _ = args["command"].(string)
 		}
+		log := s.log
+		if t := tenantFrom(ctx); t != nil {
+			log = log.With().Str("tenant", t.Name).Logger()
+		}
 		res := s.call(ctx, command, cmd, args)
-		s.logCall(tool, cmd, args, res, time.Since(start))
+		logCall(log, tool, cmd, args, res, time.Since(start))
 		if res.IsError {
 			return mcp.NewToolResultError(res.Text), nil
 		}
@@ -130,21 +174,27 @@ func (s *Server) call(ctx context.Context, command, cmd string, args map[string]
 			}
 		}
 	}()
-	if command == "" {
-		return s.h.Exec(ctx, args)
+	h := s.handlersFor(ctx)
+	if h == nil {
+		return handlers.Result{Text: fmt.Sprintf("Error: Could not %s: %s", cmd, vfs.ReasonPermission), IsError: true, Err: errors.New("tool call without a tenant")}
 	}
-	return s.h.Call(ctx, command, args)
+	if command == "" {
+		return h.Exec(ctx, args)
+	}
+	return h.Call(ctx, command, args)
 }
 
 // logCall writes the call's line: tool, command, virtual paths, bytes in and out, duration
 // and outcome ("ok", "refused" for an error the model can act on, "failed" for a storage
-// failure or panic, whose cause goes with it). File contents are never logged.
-func (s *Server) logCall(tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
-	ev := s.log.Info()
+// failure or panic, whose cause goes with it). A call of a changing command is an audit
+// line, which also gives the bytes at the path before and after the change. File contents
+// are never logged.
+func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
+	ev := log.Info()
 	outcome := "ok"
 	switch {
 	case res.Err != nil:
-		ev, outcome = s.log.Error().Err(res.Err), "failed"
+		ev, outcome = log.Error().Err(res.Err), "failed"
 	case res.IsError:
 		outcome = "refused"
 	}
@@ -160,7 +210,12 @@ func (s *Server) logCall(tool, cmd string, args map[string]any, res handlers.Res
 			in += len(v)
 		}
 	}
-	ev.Int("bytes_in", in).Int("bytes_out", len(res.Text)).Dur("duration", d).Str("outcome", outcome).Msg("tool call")
+	ev = ev.Int("bytes_in", in).Int("bytes_out", len(res.Text)).Dur("duration", d).Str("outcome", outcome)
+	if cmd == "view" || !slices.Contains(handlers.Commands, cmd) {
+		ev.Msg("tool call")
+		return
+	}
+	ev.Int64("bytes_before", res.Before).Int64("bytes_after", res.After).Msg("audit")
 }
 
 // drain waits until no tool call is running, or until timeout; it reports whether all finished.

@@ -210,14 +210,14 @@ func TestCallLog(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			t.Fatalf("log line is not JSON: %q", l)
 		}
-		if e["message"] == "tool call" {
+		if e["message"] == "tool call" || e["message"] == "audit" {
 			entries = append(entries, e)
 		}
 	}
 	if len(entries) != 2 {
-		t.Fatalf("want 2 tool call lines, got %d:\n%s", len(entries), log.String())
+		t.Fatalf("want 2 call lines, got %d:\n%s", len(entries), log.String())
 	}
-	for key, want := range map[string]any{"tool": "memory_create", "command": "create", "path": "/memories/secret.md", "bytes_in": float64(23), "outcome": "ok"} {
+	for key, want := range map[string]any{"message": "audit", "tool": "memory_create", "command": "create", "path": "/memories/secret.md", "bytes_in": float64(23), "bytes_before": float64(0), "bytes_after": float64(23), "outcome": "ok"} {
 		if entries[0][key] != want {
 			t.Errorf("log %s = %v, want %v", key, entries[0][key], want)
 		}
@@ -225,7 +225,7 @@ func TestCallLog(t *testing.T) {
 	if _, ok := entries[0]["duration"]; !ok {
 		t.Error("log line has no duration")
 	}
-	if entries[1]["outcome"] != "refused" {
+	if entries[1]["outcome"] != "refused" || entries[1]["message"] != "tool call" {
 		t.Errorf("second call outcome = %v, want refused", entries[1]["outcome"])
 	}
 	if strings.Contains(log.String(), "hunter2") {

@@ -74,6 +74,7 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 	switch opts.Transport {
 	case "sse":
 		sse := mcpserver.NewSSEServer(s.mcp,
+			mcpserver.WithSSEContextFunc(copyTenant),
 			mcpserver.WithUseFullURLForMessageEndpoint(false),
 			mcpserver.WithKeepAlive(true),
 			mcpserver.WithHTTPServer(httpServer))
@@ -82,13 +83,18 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 		closeStreams = sse.CloseSessions
 	default:
 		streamable := mcpserver.NewStreamableHTTPServer(s.mcp,
+			mcpserver.WithHTTPContextFunc(copyTenant),
 			mcpserver.WithStreamableHTTPLogger(sdkLog),
 			mcpserver.WithStreamableHTTPServer(httpServer),
 			mcpserver.WithHeartbeatInterval(30*time.Second))
 		mux.Handle("/mcp", streamable)
 		closeStreams = func() { streamable.CloseSessions(context.Background()) }
 	}
-	httpServer.Handler = guard(mux, opts.MaxRequestBytes, isLoopback(opts.Listener.Addr()))
+	var handler http.Handler = mux
+	if len(s.tenants) > 0 {
+		handler = s.authorize(mux)
+	}
+	httpServer.Handler = guard(handler, opts.MaxRequestBytes, isLoopback(opts.Listener.Addr()))
 
 	done := make(chan error, 1)
 	go func() { done <- httpServer.Serve(opts.Listener) }()

@@ -15,7 +15,7 @@ type fakeClock struct {
 	t  time.Time
 }
 
-func (c *fakeClock) now() time.Time         { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // Expiry with an injected clock: what is older than the limit goes (with the directories it
