@@ -521,3 +521,30 @@ func TestReadmeRunCommand(t *testing.T) {
 	checkTools(t, cs)
 	runScenario(t, cs, false)
 }
+
+// -read-only lists only view and refuses changes with the exact message, in both tool modes.
+func TestReadOnlyFlag(t *testing.T) {
+	for _, mode := range []string{"split", "single"} {
+		cmd := exec.Command(binary, "-root", filepath.Join(t.TempDir(), "m"), "-read-only", "-tools", mode)
+		cmd.Env = testEnv(t)
+		cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+		tools, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, name, args := "memory_view", "memory_create", map[string]any{"path": "/memories/a.md", "file_text": "x"}
+		if mode == "single" {
+			want, name, args = "memory", "memory", map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"}
+		}
+		if len(tools.Tools) != 1 || tools.Tools[0].Name != want {
+			t.Errorf("%s: tools %d, want only %s", mode, len(tools.Tools), want)
+		}
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := res.Content[0].(*mcp.TextContent).Text; text != "Error: The memory store is read-only" || !res.IsError {
+			t.Errorf("%s: create gave %q", mode, text)
+		}
+	}
+}
