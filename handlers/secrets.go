@@ -3,6 +3,7 @@ package handlers
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // A secretRule recognises one kind of credential. Keywords are cheap substring checks that
@@ -11,7 +12,7 @@ import (
 type secretRule struct {
 	kind     string
 	keywords []string
-	re       *regexp.Regexp
+	pattern  string
 	// allow, when set, accepts a match that is a known placeholder or documentation example.
 	allow func(match string) bool
 }
@@ -19,58 +20,76 @@ type secretRule struct {
 // secretRules is memory-mcp's credential rule set. Kinds are worded to follow "looks like a". It follows the formats that the
 // providers document and that gitleaks' rules describe (read, not copied); see the README
 // for why it is not gitleaks itself.
-var secretRules = []secretRule{
+var secretRuleTable = []secretRule{
 	{kind: "private key", keywords: []string{"PRIVATE KEY"},
-		re: regexp.MustCompile(`-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----`)},
+		pattern: `-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----`},
 	{kind: "Amazon Web Services access key", keywords: []string{"AKIA", "ASIA", "ABIA", "ACCA"},
-		re:    regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b`),
-		allow: func(m string) bool { return strings.HasSuffix(m, "EXAMPLE") }},
+		pattern: `\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b`,
+		allow:   func(m string) bool { return strings.HasSuffix(m, "EXAMPLE") }},
 	{kind: "Amazon Web Services secret access key", keywords: []string{"aws", "AWS", "Aws"},
-		re: regexp.MustCompile(`(?i)aws.{0,20}?(?:secret|private).{0,20}?[=:"'\s]\s*["']?[A-Za-z0-9/+]{40}\b`),
+		pattern: `(?i)aws.{0,20}?(?:secret|private).{0,20}?[=:"'\s]\s*["']?[A-Za-z0-9/+]{40}\b`,
 		allow: func(m string) bool {
 			return strings.Contains(m, "EXAMPLEKEY")
 		}},
 	{kind: "GitHub token", keywords: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"},
-		re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{70,100})\b`)},
+		pattern: `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{70,100})\b`},
 	{kind: "GitLab token", keywords: []string{"glpat-"},
-		re: regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{20,}`)},
+		pattern: `\bglpat-[A-Za-z0-9_-]{20,}`},
 	{kind: "key for the Anthropic API", keywords: []string{"sk-ant-"},
-		re: regexp.MustCompile(`\bsk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{32,}`)},
+		pattern: `\bsk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{32,}`},
 	{kind: "key for the OpenAI API", keywords: []string{"sk-"},
-		re: regexp.MustCompile(`\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})`)},
+		pattern: `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})`},
 	{kind: "Google API key", keywords: []string{"AIza"},
-		re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`)},
+		pattern: `\bAIza[0-9A-Za-z_-]{35}\b`},
 	{kind: "Slack token", keywords: []string{"xox"},
-		re: regexp.MustCompile(`\bxox[abposr]-[0-9A-Za-z]{6,}-[0-9A-Za-z-]{6,}`)},
+		pattern: `\bxox[abposr]-[0-9A-Za-z]{6,}-[0-9A-Za-z-]{6,}`},
 	{kind: "Slack webhook URL", keywords: []string{"hooks.slack.com"},
-		re: regexp.MustCompile(`https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/_-]{20,}`)},
+		pattern: `https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/_-]{20,}`},
 	{kind: "Stripe secret key", keywords: []string{"sk_live_", "rk_live_", "sk_test_", "rk_test_"},
-		re: regexp.MustCompile(`\b[rs]k_(?:live|test)_[0-9A-Za-z]{20,}\b`)},
+		pattern: `\b[rs]k_(?:live|test)_[0-9A-Za-z]{20,}\b`},
 	{kind: "SendGrid API key", keywords: []string{"SG."},
-		re: regexp.MustCompile(`\bSG\.[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{40,50}\b`)},
+		pattern: `\bSG\.[A-Za-z0-9_-]{20,24}\.[A-Za-z0-9_-]{40,50}\b`},
 	{kind: "token for the npm registry", keywords: []string{"npm_"},
-		re: regexp.MustCompile(`\bnpm_[A-Za-z0-9]{36}\b`)},
+		pattern: `\bnpm_[A-Za-z0-9]{36}\b`},
 	{kind: "PyPI token", keywords: []string{"pypi-"},
-		re: regexp.MustCompile(`\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}`)},
+		pattern: `\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}`},
 	{kind: "Hugging Face token", keywords: []string{"hf_"},
-		re: regexp.MustCompile(`\bhf_[A-Za-z]{34}\b`)},
+		pattern: `\bhf_[A-Za-z]{34}\b`},
 	{kind: "DigitalOcean token", keywords: []string{"dop_v1_", "doo_v1_", "dor_v1_"},
-		re: regexp.MustCompile(`\bdo[opr]_v1_[a-f0-9]{64}\b`)},
+		pattern: `\bdo[opr]_v1_[a-f0-9]{64}\b`},
 	{kind: "storage account key for Azure", keywords: []string{"AccountKey="},
-		re: regexp.MustCompile(`AccountKey=[A-Za-z0-9+/]{80,}={0,2}`)},
+		pattern: `AccountKey=[A-Za-z0-9+/]{80,}={0,2}`},
 	{kind: "JSON Web Token", keywords: []string{"eyJ"},
-		re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`)},
+		pattern: `\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`},
 	{kind: "password in a connection string", keywords: []string{"://"},
-		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/@'"]{1,128}:([^\s@/'"]{1,256})@[^\s/'"]+`),
-		allow: placeholderPassword},
+		pattern: `\b[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s:/@'"]{1,128}:([^\s@/'"]{1,256})@[^\s/'"]+`,
+		allow:   placeholderPassword},
 }
 
-var userinfo = regexp.MustCompile(`://[^\s:/@'"]{1,128}:([^\s@/'"]{1,256})@`)
+// compiledRule is a rule with its expression compiled.
+type compiledRule struct {
+	secretRule
+	re *regexp.Regexp
+}
+
+// secretRules compiles the table on first use: a server that is never asked to write pays
+// nothing for it at start-up (about a millisecond otherwise).
+var secretRules = sync.OnceValue(func() []compiledRule {
+	rules := make([]compiledRule, len(secretRuleTable))
+	for i, r := range secretRuleTable {
+		rules[i] = compiledRule{r, regexp.MustCompile(r.pattern)}
+	}
+	return rules
+})
+
+var userinfo = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`://[^\s:/@'"]{1,128}:([^\s@/'"]{1,256})@`)
+})
 
 // placeholderPassword accepts connection strings whose password is a placeholder: a variable
 // reference, an angle-bracket or starred stand-in, or a word that means "password here".
 func placeholderPassword(m string) bool {
-	sub := userinfo.FindStringSubmatch(m)
+	sub := userinfo().FindStringSubmatch(m)
 	if sub == nil {
 		return true
 	}
@@ -92,7 +111,7 @@ func placeholderPassword(m string) bool {
 // text it starts on.
 func findSecret(text string) (kind string, line int, found bool) {
 	at := -1
-	for _, r := range secretRules {
+	for _, r := range secretRules() {
 		hit := false
 		for _, k := range r.keywords {
 			if strings.Contains(text, k) {

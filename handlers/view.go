@@ -3,6 +3,8 @@ package handlers
 import (
 	"bytes"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"unicode/utf8"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -111,12 +113,12 @@ type listEntry struct {
 // listDir lists p two levels deep. One walk of the whole subtree gives both the entries and
 // every directory's total size.
 func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
-	entries := []listEntry{{path: sent, dir: true}}
-	total, err := walkDir(tx, p, 0, &entries)
+	w := walker{tx: tx, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
+	below, total, err := w.walk(p, 0, true)
 	if err != nil {
 		return Result{}, err
 	}
-	entries[0].size = total
+	entries := append([]listEntry{{path: sent, dir: true, size: total}}, below...)
 
 	header := "Here're the files and directories up to 2 levels deep in " + sent + ", excluding hidden items and node_modules:\n"
 	limit := h.limits.MaxViewChars
@@ -145,47 +147,82 @@ func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) 
 	return Result{Text: string(out)}, nil
 }
 
-// walkDir adds the entries below dir at depth+1 (and, through recursion, depth+2) to list,
-// when list is not nil, and returns the total size of the files below dir at any depth.
-// Hidden entries, node_modules, symbolic links and special files are neither listed nor
-// counted.
-func walkDir(tx *vfs.Tx, dir vfs.Path, depth int, list *[]listEntry) (int64, error) {
-	infos, err := tx.ReadDir(dir)
+// walker walks a directory tree for a listing. Reading a large tree is bound by one stat
+// per file (its size counts in every directory total), so subdirectories are read
+// concurrently, at most len(slots) at a time; a walk that finds no free slot reads inline,
+// which keeps nested waits from deadlocking.
+type walker struct {
+	tx    *vfs.Tx
+	slots chan struct{}
+}
+
+// subtree is the outcome of walking one subdirectory.
+type subtree struct {
+	entries []listEntry
+	total   int64
+	err     error
+	done    chan struct{}
+}
+
+// walk returns the entries below dir (pre-order, each directory followed by its own
+// entries, when list is set; only depths 1 and 2 are listed) and the total size of the
+// files below dir at any depth. Hidden entries, node_modules, symbolic links and special
+// files are neither listed nor counted.
+func (w walker) walk(dir vfs.Path, depth int, list bool) ([]listEntry, int64, error) {
+	infos, err := w.tx.ReadDir(dir)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	var total int64
-	for _, fi := range infos {
-		name := fi.Name()
-		if name == "" || name[0] == '.' || name == "node_modules" {
+	subs := make([]*subtree, len(infos))
+	for i, fi := range infos {
+		if !fi.IsDir() || !shown(fi.Name()) {
 			continue
 		}
-		child := dir.Join(name)
-		switch {
-		case fi.IsDir():
-			idx := -1
-			sub := list
-			if list != nil {
-				idx = len(*list)
-				*list = append(*list, listEntry{path: child.String() + "/", dir: true})
-				if depth+1 >= 2 {
-					sub = nil
+		sub := &subtree{done: make(chan struct{})}
+		subs[i] = sub
+		child, listChild := dir.Join(fi.Name()), list && depth+1 < 2
+		run := func() {
+			defer close(sub.done)
+			defer func() {
+				// A panic on another goroutine would escape Call's recover and end the server.
+				if r := recover(); r != nil {
+					sub.err = fmt.Errorf("panic while listing %s: %v\n%s", child, r, debug.Stack())
 				}
+			}()
+			sub.entries, sub.total, sub.err = w.walk(child, depth+1, listChild)
+		}
+		select {
+		case w.slots <- struct{}{}:
+			go func() { defer func() { <-w.slots }(); run() }()
+		default:
+			run()
+		}
+	}
+	var entries []listEntry
+	var total int64
+	for i, fi := range infos {
+		switch {
+		case !shown(fi.Name()):
+		case subs[i] != nil:
+			sub := subs[i]
+			<-sub.done
+			if sub.err != nil {
+				err = sub.err
+				continue
 			}
-			size, err := walkDir(tx, child, depth+1, sub)
-			if err != nil {
-				return 0, err
+			if list {
+				entries = append(entries, listEntry{path: dir.Join(fi.Name()).String() + "/", dir: true, size: sub.total})
+				entries = append(entries, sub.entries...)
 			}
-			if idx >= 0 {
-				(*list)[idx].size = size
-			}
-			total += size
+			total += sub.total
 		case fi.Mode().IsRegular():
-			if list != nil {
-				*list = append(*list, listEntry{path: child.String(), size: fi.Size()})
+			if list {
+				entries = append(entries, listEntry{path: dir.Join(fi.Name()).String(), size: fi.Size()})
 			}
 			total += fi.Size()
 		}
 	}
-	return total, nil
+	return entries, total, err
 }
+
+func shown(name string) bool { return name != "" && name[0] != '.' && name != "node_modules" }

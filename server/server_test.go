@@ -32,7 +32,12 @@ func newServer(t *testing.T, tools string, log *bytes.Buffer) (*server.Server, *
 		logger = zerolog.New(log)
 	}
 	h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())
-	s := server.New(h, server.Config{Tools: tools, Instructions: server.DefaultInstructions(tools), Version: "test", Logger: logger})
+	return newServerFrom(t, server.New(h, server.Config{Tools: tools, Instructions: server.DefaultInstructions(tools), Version: "test", Logger: logger}))
+}
+
+// newServerFrom connects an in-process client to s.
+func newServerFrom(t testing.TB, s *server.Server) (*server.Server, *client.Client) {
+	t.Helper()
 	c, err := client.NewInProcessClient(s.MCP())
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +151,14 @@ func TestToolFacts(t *testing.T) {
 	}
 }
 
-func call(t *testing.T, c *client.Client, name string, args map[string]any) (string, bool) {
+func callB(b *testing.B, c *client.Client, name string, args map[string]any) {
+	b.Helper()
+	if _, isErr := call(b, c, name, args); isErr {
+		b.Fatalf("%s failed", name)
+	}
+}
+
+func call(t testing.TB, c *client.Client, name string, args map[string]any) (string, bool) {
 	t.Helper()
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name

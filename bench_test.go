@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioClient speaks JSON-RPC to the binary over its stdin and stdout with as little work
+// of its own as possible, so that a round trip measures the server.
+type stdioClient struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startStdio(tb testing.TB, args ...string) *stdioClient {
+	tb.Helper()
+	cmd := exec.Command(binary, append([]string{"-log-level", "error"}, args...)...)
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+tb.TempDir())
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	c := &stdioClient{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
+	tb.Cleanup(func() { in.Close(); cmd.Wait() })
+	c.roundTrip(tb, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`+"\n"))
+	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	return c
+}
+
+// roundTrip sends one request line and returns its response line.
+func (c *stdioClient) roundTrip(tb testing.TB, req []byte) []byte {
+	if _, err := c.in.Write(req); err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		line, err := c.out.ReadBytes('\n')
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if bytes.Contains(line, []byte(`"id":`)) {
+			return line
+		}
+	}
+}
+
+// toolCall is the request line of one tool call (arguments already JSON).
+func toolCall(name, args string) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}` + "\n")
+}
+
+func (c *stdioClient) call(tb testing.TB, name, args string) []byte {
+	resp := c.roundTrip(tb, toolCall(name, args))
+	if bytes.Contains(resp, []byte(`"isError":true`)) {
+		tb.Fatalf("%s %s: %.300s", name, args, resp)
+	}
+	return resp
+}
+
+func jsonString(s string) string { return strconv.Quote(s) } // valid JSON for the ASCII texts used here
+
+// BenchmarkStdio is a real round trip to the built binary over stdio for every command. The
+// floor, "noop", is a tool call that the server refuses before touching storage (memory_view
+// without arguments): read every figure as a ratio to it.
+func BenchmarkStdio(b *testing.B) {
+	small := "unique marker: small\n" + strings.Repeat("a small memory line\n", 39) // 800 bytes
+	big := strings.Repeat(strings.Repeat("x", 63)+"\n", 16384)
+	for _, backend := range []string{"memory", "os"} {
+		args := []string{"-backend", backend}
+		if backend == "os" {
+			args = []string{"-root", filepath.Join(b.TempDir(), "m")}
+		}
+		c := startStdio(b, append(args, "-max-file-bytes", "4194304", "-max-request-bytes", "8388608")...)
+		c.call(b, "memory_create", `{"path":"/memories/small.md","file_text":`+jsonString(small)+`}`)
+		c.call(b, "memory_create", `{"path":"/memories/big.txt","file_text":`+jsonString(big[:len(big)-100]+"MARKER-A"+strings.Repeat("y", 91)+"\n")+`}`)
+
+		run := func(name string, fn func(b *testing.B)) { b.Run(backend+"/"+name, fn) }
+		run("noop", func(b *testing.B) {
+			req := toolCall("memory_view", `{}`)
+			for b.Loop() {
+				c.roundTrip(b, req)
+			}
+		})
+		run("view", func(b *testing.B) {
+			req := toolCall("memory_view", `{"path":"/memories/small.md"}`)
+			for b.Loop() {
+				c.roundTrip(b, req)
+			}
+		})
+		run("create", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				i++
+				c.call(b, "memory_create", `{"path":"/memories/new/`+strconv.Itoa(i)+`.md","file_text":"a new memory"}`)
+			}
+			b.StopTimer()
+			c.call(b, "memory_delete", `{"path":"/memories/new"}`)
+		})
+		run("str_replace", func(b *testing.B) {
+			from, to := "small", "SMALL"
+			for b.Loop() {
+				c.call(b, "memory_str_replace", `{"path":"/memories/small.md","old_str":"unique marker: `+from+`","new_str":"unique marker: `+to+`"}`)
+				from, to = to, from
+			}
+		})
+		run("insert", func(b *testing.B) {
+			c.call(b, "memory_create", `{"path":"/memories/ins.md","file_text":"# notes\n"}`)
+			i := 0
+			for b.Loop() {
+				if i++; i%500 == 0 {
+					b.StopTimer()
+					c.call(b, "memory_delete", `{"path":"/memories/ins.md"}`)
+					c.call(b, "memory_create", `{"path":"/memories/ins.md","file_text":"# notes\n"}`)
+					b.StartTimer()
+				}
+				c.call(b, "memory_insert", `{"path":"/memories/ins.md","insert_line":1,"insert_text":"- another fact"}`)
+			}
+			b.StopTimer()
+			c.call(b, "memory_delete", `{"path":"/memories/ins.md"}`)
+		})
+		run("rename", func(b *testing.B) {
+			from, to := "small.md", "renamed.md"
+			for b.Loop() {
+				c.call(b, "memory_rename", `{"old_path":"/memories/`+from+`","new_path":"/memories/`+to+`"}`)
+				from, to = to, from
+			}
+			if from != "small.md" {
+				c.call(b, "memory_rename", `{"old_path":"/memories/`+from+`","new_path":"/memories/small.md"}`)
+			}
+		})
+		run("delete", func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				c.call(b, "memory_create", `{"path":"/memories/doomed.md","file_text":"x"}`)
+				b.StartTimer()
+				c.call(b, "memory_delete", `{"path":"/memories/doomed.md"}`)
+			}
+		})
+		run("view-1MiB", func(b *testing.B) {
+			req := toolCall("memory_view", `{"path":"/memories/big.txt"}`)
+			for b.Loop() {
+				c.roundTrip(b, req)
+			}
+		})
+		run("str_replace-1MiB", func(b *testing.B) {
+			from, to := "MARKER-A", "MARKER-B"
+			for b.Loop() {
+				c.call(b, "memory_str_replace", `{"path":"/memories/big.txt","old_str":"`+from+`","new_str":"`+to+`"}`)
+				from, to = to, from
+			}
+		})
+		run("create-1MiB", func(b *testing.B) {
+			req := toolCall("memory_create", `{"path":"/memories/copy.txt","file_text":`+jsonString(big)+`}`)
+			del := toolCall("memory_delete", `{"path":"/memories/copy.txt"}`)
+			for b.Loop() {
+				if resp := c.roundTrip(b, req); bytes.Contains(resp, []byte(`"isError":true`)) {
+					b.Fatalf("%.200s", resp)
+				}
+				b.StopTimer()
+				c.roundTrip(b, del)
+				b.StartTimer()
+			}
+		})
+		c.call(b, "memory_delete", `{"path":"/memories/big.txt"}`)
+	}
+}
+
+// BenchmarkStdioViewTree views a directory tree of 1,000 and 10,000 entries over stdio.
+func BenchmarkStdioViewTree(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		root := filepath.Join(b.TempDir(), "m")
+		for d := 0; d < 100; d++ {
+			dir := filepath.Join(root, fmt.Sprintf("dir%03d", d))
+			os.MkdirAll(dir, 0o700)
+			for f := 0; f < n/100-1; f++ {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%04d.md", f)), []byte("a short memory\n"), 0o600)
+			}
+		}
+		c := startStdio(b, "-root", root)
+		b.Run(fmt.Sprintf("%d-entries", n), func(b *testing.B) {
+			req := toolCall("memory_view", `{"path":"/memories"}`)
+			for b.Loop() {
+				c.roundTrip(b, req)
+			}
+		})
+	}
+}
+
+// BenchmarkStartup is the time from starting the process to its answer to initialize.
+func BenchmarkStartup(b *testing.B) {
+	root := filepath.Join(b.TempDir(), "m")
+	req := []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}` + "\n")
+	for b.Loop() {
+		cmd := exec.Command(binary, "-root", root, "-log-level", "error")
+		cmd.Stdin = bytes.NewReader(req)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := bufio.NewReader(out).ReadBytes('\n'); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cmd.Wait()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkMixedWorkload runs 10,000 mixed calls over stdio and reports the server's peak
+// resident memory afterwards (Linux: VmHWM).
+func BenchmarkMixedWorkload(b *testing.B) {
+	for b.Loop() {
+		c := startStdio(b, "-root", filepath.Join(b.TempDir(), "m"))
+		for i := 0; i < 10000; i++ {
+			file := fmt.Sprintf(`"/memories/p%d/notes-%d.md"`, i%10, i%50)
+			switch i % 5 {
+			case 0:
+				c.roundTrip(b, toolCall("memory_create", `{"path":`+file+`,"file_text":"# notes\nfirst line\n"}`))
+			case 1:
+				c.roundTrip(b, toolCall("memory_insert", `{"path":`+file+`,"insert_line":1,"insert_text":"- fact `+strconv.Itoa(i)+`"}`))
+			case 2:
+				c.roundTrip(b, toolCall("memory_view", `{"path":`+file+`}`))
+			case 3:
+				c.roundTrip(b, toolCall("memory_str_replace", `{"path":`+file+`,"old_str":"first line","new_str":"first line"}`))
+			case 4:
+				c.roundTrip(b, toolCall("memory_view", `{"path":"/memories"}`))
+			}
+		}
+		b.StopTimer()
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+		if err == nil {
+			for _, line := range strings.Split(string(status), "\n") {
+				if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+					n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")))
+					b.ReportMetric(float64(n)/1024, "peak-RSS-MB")
+				}
+			}
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkHTTPConcurrent50 runs 50 clients at once over Streamable HTTP, each with its own
+// session and files, doing a mixed workload; every call must succeed. It reports calls/s.
+func BenchmarkHTTPConcurrent50(b *testing.B) {
+	p := startHTTPBench(b)
+	sessions := make([]*mcp.ClientSession, 50)
+	for i := range sessions {
+		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: p + "/mcp", MaxRetries: -1}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		sessions[i] = cs
+	}
+	var calls, failures atomic.Int64
+	start := time.Now()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for i, cs := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				file := fmt.Sprintf("/memories/client%02d.md", i)
+				steps := []mcp.CallToolParams{
+					{Name: "memory_create", Arguments: map[string]any{"path": file, "file_text": "# notes\n"}},
+					{Name: "memory_insert", Arguments: map[string]any{"path": file, "insert_line": 1, "insert_text": "- fact"}},
+					{Name: "memory_view", Arguments: map[string]any{"path": file}},
+					{Name: "memory_str_replace", Arguments: map[string]any{"path": file, "old_str": "- fact", "new_str": "- FACT"}},
+					{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}},
+					{Name: "memory_delete", Arguments: map[string]any{"path": file}},
+				}
+				for _, s := range steps {
+					res, err := cs.CallTool(context.Background(), &s)
+					calls.Add(1)
+					if err != nil || res.IsError {
+						failures.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(calls.Load())/time.Since(start).Seconds(), "calls/s")
+	if failures.Load() > 0 {
+		b.Fatalf("%d of %d calls failed", failures.Load(), calls.Load())
+	}
+}
+
+func startHTTPBench(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(binary, "-transport", "http", "-addr", "127.0.0.1:0", "-root", filepath.Join(b.TempDir(), "m"))
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+b.TempDir())
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), `"url":"`); ok {
+			go io.Copy(io.Discard, stderr)
+			return strings.TrimSuffix(rest[:strings.Index(rest, `"`)], "/mcp")
+		}
+	}
+	b.Fatal("the HTTP server did not start")
+	return ""
+}
