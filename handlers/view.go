@@ -104,21 +104,23 @@ func (h *Handlers) viewFile(sent string, content []byte, viewRange []int) Result
 	return Result{Text: string(out)}
 }
 
+// listEntry is one line of a listing. The path is parent + "/" + name; it is put together
+// only for the lines that are printed (a listing is usually cut short by the output cap).
 type listEntry struct {
-	path string // as shown: the directory itself as sent, children from the cleaned path
-	dir  bool
-	size int64
+	parent, name string // the directory itself: parent is the path as sent, name ""
+	dir          bool
+	size         int64
 }
 
 // listDir lists p two levels deep. One walk of the whole subtree gives both the entries and
 // every directory's total size.
 func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
 	w := walker{tx: tx, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
-	below, total, err := w.walk(p, 0, true)
+	entries, total, err := w.walk(p, 0, true, 1)
 	if err != nil {
 		return Result{}, err
 	}
-	entries := append([]listEntry{{path: sent, dir: true, size: total}}, below...)
+	entries[0] = listEntry{parent: sent, dir: true, size: total}
 
 	header := "Here're the files and directories up to 2 levels deep in " + sent + ", excluding hidden items and node_modules:\n"
 	limit := h.limits.MaxViewChars
@@ -129,7 +131,13 @@ func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) 
 	for i, e := range entries {
 		line = append(line[:0], formatSize(e.size)...)
 		line = append(line, '\t')
-		line = append(line, e.path...)
+		line = append(line, e.parent...)
+		if e.name != "" {
+			line = append(append(line, '/'), e.name...)
+			if e.dir {
+				line = append(line, '/')
+			}
+		}
 		cost := utf8.RuneCount(line)
 		if i > 0 {
 			cost++
@@ -165,22 +173,22 @@ type subtree struct {
 }
 
 // walk returns the entries below dir (pre-order, each directory followed by its own
-// entries, when list is set; only depths 1 and 2 are listed) and the total size of the
-// files below dir at any depth. Hidden entries, node_modules, symbolic links and special
-// files are neither listed nor counted.
-func (w walker) walk(dir vfs.Path, depth int, list bool) ([]listEntry, int64, error) {
-	infos, err := w.tx.ReadDir(dir)
+// entries, when list is set; only depths 1 and 2 are listed), after lead empty slots, and
+// the total size of the files below dir at any depth. Hidden entries, node_modules,
+// symbolic links and special files are neither listed nor counted.
+func (w walker) walk(dir vfs.Path, depth int, list bool, lead int) ([]listEntry, int64, error) {
+	infos, err := w.tx.List(dir)
 	if err != nil {
 		return nil, 0, err
 	}
 	subs := make([]*subtree, len(infos))
 	for i, fi := range infos {
-		if !fi.IsDir() || !shown(fi.Name()) {
+		if !fi.IsDir() || !shown(fi.Name) {
 			continue
 		}
 		sub := &subtree{done: make(chan struct{})}
 		subs[i] = sub
-		child, listChild := dir.Join(fi.Name()), list && depth+1 < 2
+		child, listChild := dir.Join(fi.Name), list && depth+1 < 2
 		run := func() {
 			defer close(sub.done)
 			defer func() {
@@ -189,7 +197,7 @@ func (w walker) walk(dir vfs.Path, depth int, list bool) ([]listEntry, int64, er
 					sub.err = fmt.Errorf("panic while listing %s: %v\n%s", child, r, debug.Stack())
 				}
 			}()
-			sub.entries, sub.total, sub.err = w.walk(child, depth+1, listChild)
+			sub.entries, sub.total, sub.err = w.walk(child, depth+1, listChild, 0)
 		}
 		select {
 		case w.slots <- struct{}{}:
@@ -198,28 +206,42 @@ func (w walker) walk(dir vfs.Path, depth int, list bool) ([]listEntry, int64, er
 			run()
 		}
 	}
+	// Wait for the subtrees first, so that the entries can be put in one slice of the right size.
+	n := lead
+	for i, fi := range infos {
+		switch {
+		case subs[i] != nil:
+			<-subs[i].done
+			n += 1 + len(subs[i].entries)
+		case list && fi.IsRegular() && shown(fi.Name):
+			n++
+		}
+	}
 	var entries []listEntry
+	if list || lead > 0 {
+		entries = make([]listEntry, lead, n)
+	}
+	parent := dir.String()
 	var total int64
 	for i, fi := range infos {
 		switch {
-		case !shown(fi.Name()):
+		case !shown(fi.Name):
 		case subs[i] != nil:
 			sub := subs[i]
-			<-sub.done
 			if sub.err != nil {
 				err = sub.err
 				continue
 			}
 			if list {
-				entries = append(entries, listEntry{path: dir.Join(fi.Name()).String() + "/", dir: true, size: sub.total})
+				entries = append(entries, listEntry{parent: parent, name: fi.Name, dir: true, size: sub.total})
 				entries = append(entries, sub.entries...)
 			}
 			total += sub.total
-		case fi.Mode().IsRegular():
+		case fi.IsRegular():
 			if list {
-				entries = append(entries, listEntry{path: dir.Join(fi.Name()).String(), size: fi.Size()})
+				entries = append(entries, listEntry{parent: parent, name: fi.Name, size: fi.Size})
 			}
-			total += fi.Size()
+			total += fi.Size
 		}
 	}
 	return entries, total, err

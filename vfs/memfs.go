@@ -29,6 +29,7 @@ var (
 	_ afero.Fs         = (*MemFs)(nil)
 	_ afero.Lstater    = (*MemFs)(nil)
 	_ NoReplaceRenamer = (*MemFs)(nil)
+	_ atomicWriter     = (*MemFs)(nil)
 )
 
 // NewMemFs returns an empty in-memory filesystem whose root directory exists.
@@ -229,6 +230,36 @@ func (m *MemFs) rename(oldname, newname string, noReplace bool) error {
 		}
 	}
 	return m.fs.Rename(oldname, newname)
+}
+
+// writeFileAtomic replaces (or, with noReplace, creates) the file at name in one step under
+// the filesystem's lock. In memory a temporary file and a rename buy nothing (there is no
+// crash to survive, and the Store keeps readers out while it writes), and MemMapFs's rename
+// scans every file in the filesystem for descendants, which made each write cost O(files).
+func (m *MemFs) writeFileAtomic(name string, data []byte, noReplace bool) error {
+	name = abs(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fi, err := m.stat(name)
+	switch {
+	case err == nil && noReplace:
+		return pathErr("open", name, syscall.EEXIST)
+	case err == nil && fi.IsDir():
+		return pathErr("open", name, syscall.EISDIR)
+	case err != nil:
+		if err := m.checkParent("open", name); err != nil {
+			return err
+		}
+	}
+	f, err := m.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Stat returns the file info.

@@ -38,6 +38,12 @@ type (
 		UnlockStorage() error
 	}
 
+	// atomicWriter is storage that replaces a file's content in one step of its own, where
+	// a temporary file and a rename would only cost time (MemFs).
+	atomicWriter interface {
+		writeFileAtomic(name string, data []byte, noReplace bool) error
+	}
+
 	// reloader is storage that caches state of its own (the overlay's whiteouts) and must
 	// re-read it when another process has changed the storage.
 	reloader interface {
@@ -333,6 +339,9 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 // writeAtomic writes a temporary file beside the target, flushes it, renames it over the
 // target and flushes the directory (SPEC §6).
 func (tx *Tx) writeAtomic(name string, data []byte, noReplace bool) error {
+	if w, ok := tx.s.fs.(atomicWriter); ok {
+		return w.writeFileAtomic(name, data, noReplace)
+	}
 	rename := tx.s.fs.Rename
 	if noReplace {
 		rename = tx.renameNoReplace
