@@ -118,3 +118,57 @@ func BenchmarkViewDirectory(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSmallFile runs every command on a file under 1 KiB, calling the handlers directly.
+func BenchmarkSmallFile(b *testing.B) {
+	small := "unique marker: small\n" + strings.Repeat("a small memory line\n", 39)
+	for _, backend := range benchBackends {
+		h := openBench(b, backend, map[string][]byte{"small.md": []byte(small)})
+		ctx := context.Background()
+		exec := func(b *testing.B, input map[string]any) {
+			if res := h.Exec(ctx, input); res.IsError {
+				b.Fatal(res.Text)
+			}
+		}
+		b.Run(backend+"/view", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				exec(b, map[string]any{"command": "view", "path": "/memories/small.md"})
+			}
+		})
+		b.Run(backend+"/create", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				exec(b, map[string]any{"command": "create", "path": fmt.Sprintf("/memories/new/%d.md", i), "file_text": "a new memory"})
+			}
+			b.StopTimer()
+			h.Exec(ctx, map[string]any{"command": "delete", "path": "/memories/new"})
+		})
+		from, to := "small", "SMALL" // outlives the closure: -count runs it again on the same file
+		b.Run(backend+"/str_replace", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				exec(b, map[string]any{"command": "str_replace", "path": "/memories/small.md", "old_str": "unique marker: " + from, "new_str": "unique marker: " + to})
+				from, to = to, from
+			}
+		})
+		b.Run(backend+"/rename", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				exec(b, map[string]any{"command": "rename", "old_path": "/memories/small.md", "new_path": "/memories/renamed.md"})
+				exec(b, map[string]any{"command": "rename", "old_path": "/memories/renamed.md", "new_path": "/memories/small.md"})
+			}
+		})
+		b.Run(backend+"/delete", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				exec(b, map[string]any{"command": "create", "path": "/memories/doomed.md", "file_text": "x"})
+				b.StartTimer()
+				exec(b, map[string]any{"command": "delete", "path": "/memories/doomed.md"})
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,6 +36,20 @@ func BenchmarkInProcess(b *testing.B) {
 			}
 			return map[string]any{"path": "/memories/small.md", "old_str": "unique marker: " + from, "new_str": "unique marker: " + to}
 		}},
+		{"create", "memory_create", func(i int) map[string]any {
+			return map[string]any{"path": "/memories/new/" + strconv.Itoa(i) + "-" + strconv.Itoa(b.N) + ".md", "file_text": "a new memory"}
+		}},
+		{"insert", "memory_insert", func(i int) map[string]any {
+			return map[string]any{"path": "/memories/small.md", "insert_line": 0, "insert_text": "- another fact"}
+		}},
+		{"rename", "memory_rename", func(i int) map[string]any {
+			from, to := "/memories/small.md", "/memories/renamed.md"
+			if i%2 == 1 {
+				from, to = to, from
+			}
+			return map[string]any{"old_path": from, "new_path": to}
+		}},
+		{"delete", "memory_delete", func(int) map[string]any { return map[string]any{"path": "/memories/doomed.md"} }},
 		{"view-1MiB", "memory_view", func(int) map[string]any { return map[string]any{"path": "/memories/big.txt"} }},
 		{"create-1MiB", "memory_create", func(i int) map[string]any {
 			return map[string]any{"path": "/memories/copies/" + strings.Repeat("c", i%7+1) + string(rune('a'+i%26)) + ".txt", "file_text": big}
@@ -44,6 +59,16 @@ func BenchmarkInProcess(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
+				if tt.name == "rename" && i == 0 {
+					b.StopTimer()
+					call(b, c, "memory_rename", map[string]any{"old_path": "/memories/renamed.md", "new_path": "/memories/small.md"}) // left renamed by an earlier run
+					b.StartTimer()
+				}
+				if tt.name == "delete" {
+					b.StopTimer()
+					callB(b, c, "memory_create", map[string]any{"path": "/memories/doomed.md", "file_text": "x"})
+					b.StartTimer()
+				}
 				if tt.name == "create-1MiB" {
 					b.StopTimer()
 					call(b, c, "memory_delete", map[string]any{"path": "/memories/copies"}) // absent at first
