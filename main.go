@@ -283,7 +283,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		var err error
 		h, store, where, err = open("", false)
 		if err != nil {
-			log.Error().Err(err).Msg("cannot open the memory store")
 			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
 			return 1
 		}
@@ -293,7 +292,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	for _, spec := range specs {
 		th, store, _, err := open(spec.Dir, spec.ReadOnly)
 		if err != nil {
-			log.Error().Err(err).Str("tenant", spec.Name).Msg("cannot open the tenant's memory")
 			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory of tenant %s: %v\n", spec.Name, err)
 			return 1
 		}
@@ -309,7 +307,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return execOne(ctx, h, rest[1], stdin, stdout, stderr)
 	}
 	if c.expireAfter > 0 {
-		go server.RunExpiry(ctx, expiry, c.expireAfter, c.expireDryRun, log)
+		// The loop must be over before the deferred Closes above run, also when the server
+		// stops because stdin ended rather than on a signal.
+		expiryCtx, stopExpiry := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			server.RunExpiry(expiryCtx, expiry, c.expireAfter, c.expireDryRun, log)
+		}()
+		defer func() { stopExpiry(); <-done }()
 	}
 
 	instructions := server.DefaultInstructions(c.tools)

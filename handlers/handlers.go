@@ -79,9 +79,6 @@ func New(store *vfs.Store, limits Limits, opts ...Option) *Handlers {
 // ReadOnlyStore reports whether the handlers refuse changes.
 func (h *Handlers) ReadOnlyStore() bool { return h.readOnly }
 
-// Store returns the store the handlers work on.
-func (h *Handlers) Store() *vfs.Store { return h.store }
-
 // Exec runs one native memory_20250818 input: "command" plus that command's arguments.
 func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
 	v, ok := input["command"]
@@ -101,15 +98,11 @@ func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
 func (h *Handlers) Call(ctx context.Context, command string, args map[string]any) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
-			res = Result{
-				Text:    fmt.Sprintf("Error: Could not %s %s: %s", command, sentPath(args), vfs.ReasonInternal),
-				IsError: true,
-				Err:     fmt.Errorf("panic in %s: %v\n%s", command, r, debug.Stack()),
-			}
+			res = internalError(command, args, fmt.Errorf("panic in %s: %v\n%s", command, r, debug.Stack()))
 		}
 	}()
 	if err := ctx.Err(); err != nil {
-		return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, sentPath(args), vfs.ReasonInternal), IsError: true, Err: err}
+		return internalError(command, args, err)
 	}
 	if h.readOnly && command != "view" && slices.Contains(Commands, command) {
 		return errorf("Error: The memory store is read-only")
@@ -153,6 +146,12 @@ func (h *Handlers) Call(ctx context.Context, command string, args map[string]any
 		return h.Rename(a)
 	}
 	return errorf("Error: Unknown command %s. Use one of: %s", command, strings.Join(Commands, ", "))
+}
+
+// internalError is SPEC §4's message for a failure that is the server's, not the caller's;
+// err, for the log, says what happened.
+func internalError(command string, args map[string]any, err error) Result {
+	return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, sentPath(args), vfs.ReasonInternal), IsError: true, Err: err}
 }
 
 // sentPath is the path a command was about, as sent, for messages about failures.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -133,7 +132,7 @@ func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
 
 // toolHandler adapts one command (or, for command "", the native input) to a tool. Every
 // outcome is a tool result: errors the model can fix and storage failures alike carry
-// isError, so the model sees them, and a panic anywhere becomes SPEC §4's internal error.
+// isError, so the model sees them; a panic in a command becomes SPEC §4's internal error.
 func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.inflight.Add(1)
@@ -160,20 +159,9 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 	}
 }
 
-func (s *Server) call(ctx context.Context, command, cmd string, args map[string]any) (res handlers.Result) {
-	defer func() {
-		if r := recover(); r != nil {
-			path, _ := args["path"].(string)
-			if path == "" {
-				path, _ = args["old_path"].(string)
-			}
-			res = handlers.Result{
-				Text:    fmt.Sprintf("Error: Could not %s %s: %s", cmd, path, vfs.ReasonInternal),
-				IsError: true,
-				Err:     fmt.Errorf("panic: %v\n%s", r, debug.Stack()),
-			}
-		}
-	}()
+// call runs the command on the request's memory. The handlers turn every failure, a panic
+// included, into a result.
+func (s *Server) call(ctx context.Context, command, cmd string, args map[string]any) handlers.Result {
 	h := s.handlersFor(ctx)
 	if h == nil {
 		return handlers.Result{Text: fmt.Sprintf("Error: Could not %s: %s", cmd, vfs.ReasonPermission), IsError: true, Err: errors.New("tool call without a tenant")}

@@ -101,12 +101,9 @@ func (a *accessLog) forget(name string) {
 	a.dirty = true
 }
 
-// write stores the record, merged with what other processes stored since; callers hold
-// the exclusive lock.
+// write stores the record; callers hold the exclusive lock and have merged what other
+// processes stored since.
 func (a *accessLog) write(fsys afero.Fs) error {
-	if err := a.merge(fsys); err != nil {
-		return err
-	}
 	a.mu.Lock()
 	data, err := json.Marshal(a.last)
 	a.dirty = false
@@ -128,7 +125,12 @@ func (s *Store) FlushAccess() error {
 	if !dirty {
 		return nil
 	}
-	return s.Update(func(tx *Tx) error { return s.access.write(tx.s.fs) })
+	return s.Update(func(tx *Tx) error {
+		if err := s.access.merge(tx.s.fs); err != nil {
+			return err
+		}
+		return s.access.write(tx.s.fs)
+	})
 }
 
 // Expired is a file, or a directory left empty, that Expire deleted (or, in a dry run,
@@ -153,7 +155,7 @@ func (s *Store) Expire(maxAge time.Duration, dryRun bool) ([]Expired, error) {
 		}
 		now := a.now().Unix()
 		files := map[string]int64{}
-		if err := tx.walkFiles("", func(name string, size int64) { files[name] = size }); err != nil {
+		if err := tx.walkFiles("", false, func(name string, size int64) { files[name] = size }); err != nil {
 			return err
 		}
 		var old []string
@@ -220,24 +222,4 @@ func (tx *Tx) emptyAfter(dir string, gone map[string]bool) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// walkFiles calls fn for every regular file below dir, hidden ones included, bookkeeping not.
-func (tx *Tx) walkFiles(dir string, fn func(name string, size int64)) error {
-	infos, err := tx.readDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, fi := range infos {
-		name := path.Join(dir, fi.Name())
-		switch {
-		case fi.IsDir():
-			if err := tx.walkFiles(name, fn); err != nil {
-				return err
-			}
-		case fi.Mode().IsRegular():
-			fn(name, fi.Size())
-		}
-	}
-	return nil
 }

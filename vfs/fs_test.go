@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/afero"
 )
@@ -248,5 +249,32 @@ func TestStoreNoticesOtherWriters(t *testing.T) {
 	})
 	if !IsNotExist(err) {
 		t.Errorf("the other store still sees a deleted lower file: %v", err)
+	}
+}
+
+// Reads of one process run in parallel on the OS backend: a View can start while another
+// is still open (both hold the storage's shared lock through one descriptor).
+func TestViewsRunInParallel(t *testing.T) {
+	s, err := OpenOSStore(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.View(func(*Tx) error {
+		done := make(chan error, 1)
+		go func() { done <- s.View(func(*Tx) error { return nil }) }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(5 * time.Second):
+			return errors.New("a second View waited for the first to end")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After both, a change still gets the exclusive lock.
+	if err := s.Update(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a"), nil) }); err != nil {
+		t.Fatal(err)
 	}
 }

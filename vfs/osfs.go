@@ -27,8 +27,9 @@ const lockFileName = bookkeepingPrefix + ".lock"
 type OSFs struct {
 	root *os.Root
 
-	lockMu sync.Mutex
-	lock   *os.File // nil when the lock file cannot be created (read-only storage)
+	lockMu  sync.Mutex
+	lock    *os.File // nil when the lock file cannot be created (read-only storage)
+	holders int      // this process's holders of the flock: any number shared, or one exclusive
 }
 
 var (
@@ -216,15 +217,23 @@ func (f *OSFs) renameCheckFirst(oldname, newname string) error {
 // LockStorage takes the lock shared by every process that serves this directory: exclusive
 // for changes, shared for reads. It blocks until the lock is free. The returned generation
 // is the change counter kept in the lock file.
+//
+// A flock belongs to the open descriptor, which all of this process's callers share: the
+// first shared holder takes it and the last one releases it, so reads of one process run in
+// parallel. Callers must not ask for the exclusive lock while they hold the shared one (the
+// Store's own lock sees to that).
 func (f *OSFs) LockStorage(exclusive bool) (generation uint64, err error) {
 	if f.lock == nil {
 		return 0, nil
 	}
-	f.lockMu.Lock() // serialises flock calls on the one descriptor of this process
-	if err := flock(f.lock, exclusive); err != nil {
-		f.lockMu.Unlock()
-		return 0, err
+	f.lockMu.Lock()
+	defer f.lockMu.Unlock()
+	if f.holders == 0 {
+		if err := flock(f.lock, exclusive); err != nil {
+			return 0, err
+		}
 	}
+	f.holders++
 	var buf [8]byte
 	if n, _ := f.lock.ReadAt(buf[:], 0); n == 8 {
 		generation = binary.LittleEndian.Uint64(buf[:])
@@ -248,6 +257,10 @@ func (f *OSFs) UnlockStorage() error {
 	if f.lock == nil {
 		return nil
 	}
+	f.lockMu.Lock()
 	defer f.lockMu.Unlock()
+	if f.holders--; f.holders > 0 {
+		return nil
+	}
 	return funlock(f.lock)
 }

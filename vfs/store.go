@@ -278,12 +278,8 @@ func (tx *Tx) ReadFile(p Path) ([]byte, error) {
 	}
 }
 
-// ReadDir lists the directory at p, sorted by name in byte order, without the server's
-// bookkeeping files. Entries describe themselves (symbolic links are not followed).
-func (tx *Tx) ReadDir(p Path) ([]fs.FileInfo, error) {
-	return tx.readDir(p.Name())
-}
-
+// readDir lists a directory, sorted by name in byte order, without the server's bookkeeping
+// files. Entries describe themselves (symbolic links are not followed).
 func (tx *Tx) readDir(name string) ([]fs.FileInfo, error) {
 	d, err := tx.s.fs.Open(name)
 	if err != nil {
@@ -450,8 +446,8 @@ func (tx *Tx) Usage() (int64, error) {
 	if tx.s.usageKnown {
 		return tx.s.usage, nil
 	}
-	total, err := tx.walkSize("", tx.write)
-	if err != nil {
+	var total int64
+	if err := tx.walkFiles("", tx.write, func(_ string, size int64) { total += size }); err != nil {
 		return 0, err
 	}
 	tx.s.usage, tx.s.usageKnown = total, true
@@ -464,7 +460,9 @@ func (tx *Tx) sizeOf(name string) (int64, error) {
 		return 0, err
 	}
 	if fi.IsDir() {
-		return tx.walkSize(name, false)
+		var total int64
+		err := tx.walkFiles(name, false, func(_ string, size int64) { total += size })
+		return total, err
 	}
 	if fi.Mode().IsRegular() {
 		return fi.Size(), nil
@@ -472,33 +470,32 @@ func (tx *Tx) sizeOf(name string) (int64, error) {
 	return 0, nil
 }
 
-func (tx *Tx) walkSize(name string, sweep bool) (int64, error) {
-	d, err := tx.s.fs.Open(name)
+// walkFiles calls fn for every regular file below dir, hidden ones included, bookkeeping
+// not. With sweep it also removes the temporary files that a crash left behind.
+func (tx *Tx) walkFiles(dir string, sweep bool, fn func(name string, size int64)) error {
+	d, err := tx.s.fs.Open(dir)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	infos, err := d.Readdir(-1)
 	d.Close()
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var total int64
 	for _, fi := range infos {
-		child := path.Join(name, fi.Name())
+		name := path.Join(dir, fi.Name())
 		switch {
 		case IsBookkeeping(fi.Name()):
 			if sweep && strings.HasPrefix(fi.Name(), tmpPrefix) {
-				tx.s.fs.Remove(child)
+				tx.s.fs.Remove(name)
 			}
 		case fi.IsDir():
-			n, err := tx.walkSize(child, sweep)
-			if err != nil {
-				return 0, err
+			if err := tx.walkFiles(name, sweep, fn); err != nil {
+				return err
 			}
-			total += n
 		case fi.Mode().IsRegular():
-			total += fi.Size()
+			fn(name, fi.Size())
 		}
 	}
-	return total, nil
+	return nil
 }
