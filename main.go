@@ -55,7 +55,7 @@ type config struct {
 	rootSet                                                    bool
 	tenants, secrets                                           string
 	insecureNoAuth, readOnly, expireDryRun                     bool
-	expireAfter                                                time.Duration
+	expireAfter, callTimeout                                   time.Duration
 }
 
 // usageError is a bad flag or value: one line on stderr, exit status 2.
@@ -84,6 +84,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.readOnly, "read-only", false, "list only view and refuse every change")
 	fs.DurationVar(&c.expireAfter, "expire-after", 0, "delete files not viewed or changed for longer than this, such as 720h (0: never)")
 	fs.BoolVar(&c.expireDryRun, "expire-dry-run", false, "with -expire-after: only log what would be deleted")
+	fs.DurationVar(&c.callTimeout, "call-timeout", handlers.DefaultTimeout, "longest a tool call may take (waiting for the storage included) before it fails with a storage error")
 	fs.StringVar(&c.secrets, "secrets", "reject", "reject (refuse text that looks like a credential) or off")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	return fs
@@ -177,6 +178,8 @@ func (c *config) validate(rest []string) error {
 		return usageError{"-expire-after must not be negative"}
 	case c.expireDryRun && c.expireAfter == 0:
 		return usageError{"-expire-dry-run needs -expire-after"}
+	case c.callTimeout <= 0:
+		return usageError{"-call-timeout must be positive"}
 	}
 	switch {
 	case len(rest) == 0:
@@ -253,18 +256,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	limits := handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes}
 	open := func(sub string, readOnly bool) (*handlers.Handlers, *vfs.Store, string, error) {
-		store, where, err := openStore(c, sub, getenv)
+		readOnly = readOnly || c.readOnly
+		store, where, err := openStore(c, sub, readOnly, getenv)
 		if err != nil {
 			return nil, nil, "", err
 		}
-		if c.expireAfter > 0 {
-			if err := store.TrackAccess(time.Now); err != nil {
-				store.Close()
-				return nil, nil, "", err
-			}
+		// Every process that uses the storage records access (a read-only one records
+		// nothing), so that expiry, in whichever process runs it, counts them all.
+		if err := store.TrackAccess(time.Now); err != nil {
+			store.Close()
+			return nil, nil, "", err
 		}
-		var opts []handlers.Option
-		if readOnly || c.readOnly {
+		opts := []handlers.Option{handlers.Timeout(c.callTimeout)}
+		if readOnly {
 			opts = append(opts, handlers.ReadOnly())
 		}
 		if c.secrets == "reject" {
@@ -370,16 +374,20 @@ func newLogger(c *config, stderr io.Writer) zerolog.Logger {
 
 // openStore opens the configured storage, or a tenant's directory sub in it, and says
 // where it is, for the log.
-func openStore(c *config, sub string, getenv func(string) string) (*vfs.Store, string, error) {
+func openStore(c *config, sub string, readOnly bool, getenv func(string) string) (*vfs.Store, string, error) {
+	var opts []vfs.Option
+	if readOnly {
+		opts = append(opts, vfs.ReadOnly())
+	}
 	switch c.backend {
 	case "memory":
-		return vfs.NewMemoryStore(), "memory", nil
+		return vfs.NewMemoryStore(opts...), "memory", nil
 	case "overlay":
 		lower, upper := filepath.Join(c.lower, sub), c.root
 		if upper != "" {
 			upper = filepath.Join(upper, sub)
 		}
-		s, err := vfs.OpenOverlayStore(lower, upper)
+		s, err := vfs.OpenOverlayStore(lower, upper, opts...)
 		if upper == "" {
 			upper = "memory"
 		}
@@ -394,7 +402,13 @@ func openStore(c *config, sub string, getenv func(string) string) (*vfs.Store, s
 		root = filepath.Join(dir, "memory-mcp", "memories")
 	}
 	root = filepath.Join(root, sub)
-	s, err := vfs.OpenOSStore(root)
+	if readOnly {
+		// A read-only store writes nothing, so it cannot create its directory either.
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return nil, "", err
+		}
+	}
+	s, err := vfs.OpenOSStore(root, opts...)
 	return s, root, err
 }
 

@@ -345,7 +345,7 @@ func TestSIGTERMDuringSlowCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	if _, err := lock.LockStorage(true); err != nil {
+	if _, err := lock.LockStorage(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	type outcome struct {

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -313,9 +314,9 @@ func (f *faultFs) SyncDir(name string) error {
 	return nil
 }
 
-func (f *faultFs) LockStorage(exclusive bool) (uint64, error) {
+func (f *faultFs) LockStorage(ctx context.Context, exclusive bool) (uint64, error) {
 	if l, ok := f.Fs.(vfs.Locker); ok {
-		return l.LockStorage(exclusive)
+		return l.LockStorage(ctx, exclusive)
 	}
 	return 0, nil
 }

@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -10,17 +12,16 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-// Create writes a new file; it never overwrites, and creates missing parent directories.
-func (h *Handlers) Create(a CreateArgs) Result {
+func (h *Handlers) create(ctx context.Context, a CreateArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return errorf("%s", err.Error())
 	}
-	if res, found := h.secretIn(a.FileText); found {
+	if res, found := h.secretIn([]string{a.Path}, []byte(a.FileText), 0, len(a.FileText)); found {
 		return res
 	}
 	exists := errorf("Error: File %s already exists", a.Path)
-	return h.update("create", a.Path, func(tx *vfs.Tx) (Result, error) {
+	return h.update(ctx, "create", a.Path, func(tx *vfs.Tx) (Result, error) {
 		_, err := tx.Stat(p)
 		if err == nil {
 			return exists, nil
@@ -57,16 +58,22 @@ func editable(tx *vfs.Tx, p vfs.Path, sent, missingText string) (content []byte,
 	case fi.IsDir():
 		r := errorf("%s", missingText)
 		return nil, &r, nil
-	case !fi.Mode().IsRegular():
-		r := errorf("Error: The path %s is not a regular file or directory", sent)
+	case !fi.IsRegular():
+		r := notRegular(sent)
 		return nil, &r, nil
 	}
 	content, err = tx.ReadFile(p)
+	if errors.Is(err, vfs.ErrNotRegular) {
+		r := notRegular(sent)
+		return nil, &r, nil
+	}
 	return content, nil, err
 }
 
-// StrReplace replaces the one occurrence of OldStr in the file with NewStr.
-func (h *Handlers) StrReplace(a StrReplaceArgs) Result {
+// maxOccurrences is how many lines the multiple-occurrences message lists.
+const maxOccurrences = 50
+
+func (h *Handlers) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 	if a.OldStr == "" {
 		return errorf("Error: Parameter `old_str` must not be empty")
 	}
@@ -74,44 +81,50 @@ func (h *Handlers) StrReplace(a StrReplaceArgs) Result {
 	if err != nil {
 		return errorf("%s", err.Error())
 	}
-	if res, found := h.secretIn(a.NewStr); found {
-		return res
-	}
-	return h.update("str_replace", a.Path, func(tx *vfs.Tx) (Result, error) {
+	return h.update(ctx, "str_replace", a.Path, func(tx *vfs.Tx) (Result, error) {
 		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist. Please provide a valid path.")
 		if res != nil || err != nil {
 			return deref(res), err
 		}
 		old := []byte(a.OldStr)
-		var starts []int // line of the start of each occurrence
-		pos, line, scanned := -1, 1, 0
+		var starts []int // line of the start of the first occurrences
+		n, pos, line, scanned := 0, -1, 1, 0
 		for off := 0; ; {
 			i := bytes.Index(content[off:], old)
 			if i < 0 {
 				break
 			}
 			at := off + i
-			line += bytes.Count(content[scanned:at], []byte{'\n'})
-			scanned = at
-			starts = append(starts, line)
+			if n < maxOccurrences {
+				line += bytes.Count(content[scanned:at], []byte{'\n'})
+				scanned = at
+				starts = append(starts, line)
+			}
+			n++
 			pos = at
 			off = at + len(old)
 		}
-		switch len(starts) {
-		case 0:
-			return errorf("No replacement was performed, old_str `%s` did not appear verbatim in %s.", a.OldStr, a.Path), nil
-		case 1:
-		default:
+		switch {
+		case n == 0:
+			return errorf("No replacement was performed, old_str `%s` did not appear verbatim in %s.", vfs.Abbreviate(a.OldStr, 200), a.Path), nil
+		case n > 1:
 			lines := make([]string, len(starts))
 			for i, l := range starts {
 				lines[i] = strconv.Itoa(l)
 			}
-			return errorf("No replacement was performed. Multiple occurrences of old_str `%s` in lines: %s. Please ensure it is unique", a.OldStr, strings.Join(lines, ", ")), nil
+			list := strings.Join(lines, ", ")
+			if n > maxOccurrences {
+				list += fmt.Sprintf(", … (%d occurrences in all)", n)
+			}
+			return errorf("No replacement was performed. Multiple occurrences of old_str `%s` in lines: %s. Please ensure it is unique", vfs.Abbreviate(a.OldStr, 200), list), nil
 		}
 		updated := make([]byte, 0, len(content)-len(old)+len(a.NewStr))
 		updated = append(updated, content[:pos]...)
 		updated = append(updated, a.NewStr...)
 		updated = append(updated, content[pos+len(old):]...)
+		if res, found := h.secretIn(nil, updated, pos, pos+len(a.NewStr)); found {
+			return res, nil
+		}
 		if res, ok, err := h.checkSize(tx, a.Path, int64(len(content)), int64(len(updated))); !ok {
 			return res, err
 		}
@@ -131,16 +144,12 @@ func (h *Handlers) StrReplace(a StrReplaceArgs) Result {
 	})
 }
 
-// Insert puts InsertText after line InsertLine (0 = before the first line).
-func (h *Handlers) Insert(a InsertArgs) Result {
+func (h *Handlers) insert(ctx context.Context, a InsertArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return errorf("%s", err.Error())
 	}
-	if res, found := h.secretIn(a.InsertText); found {
-		return res
-	}
-	return h.update("insert", a.Path, func(tx *vfs.Tx) (Result, error) {
+	return h.update(ctx, "insert", a.Path, func(tx *vfs.Tx) (Result, error) {
 		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist")
 		if res != nil || err != nil {
 			return deref(res), err
@@ -152,16 +161,24 @@ func (h *Handlers) Insert(a InsertArgs) Result {
 		// One trailing newline of the text is dropped; the text then goes in as whole lines.
 		text := strings.TrimSuffix(a.InsertText, "\n")
 		updated := make([]byte, 0, len(content)+len(text)+1)
+		var at int // where the text goes in the new content
 		switch {
 		case a.InsertLine == 0:
 			updated = append(append(append(updated, text...), '\n'), content...)
 		case a.InsertLine == nLines:
-			updated = append(append(append(updated, content...), '\n'), text...)
+			updated = append(append(updated, content...), '\n')
+			at = len(updated)
+			updated = append(updated, text...)
 		default:
 			end := lineOffset(content, a.InsertLine+1) - 1 // the newline that ends line InsertLine
 			updated = append(updated, content[:end]...)
-			updated = append(append(updated, '\n'), text...)
+			updated = append(updated, '\n')
+			at = len(updated)
+			updated = append(updated, text...)
 			updated = append(updated, content[end:]...)
+		}
+		if res, found := h.secretIn(nil, updated, at, at+len(text)); found {
+			return res, nil
 		}
 		if res, ok, err := h.checkSize(tx, a.Path, int64(len(content)), int64(len(updated))); !ok {
 			return res, err
@@ -173,8 +190,7 @@ func (h *Handlers) Insert(a InsertArgs) Result {
 	})
 }
 
-// Delete removes a file, or a directory with everything in it.
-func (h *Handlers) Delete(a DeleteArgs) Result {
+func (h *Handlers) delete(ctx context.Context, a DeleteArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return errorf("%s", err.Error())
@@ -182,7 +198,7 @@ func (h *Handlers) Delete(a DeleteArgs) Result {
 	if p.IsRoot() {
 		return errorf("Error: Cannot delete the %s directory itself", vfs.Root)
 	}
-	return h.update("delete", a.Path, func(tx *vfs.Tx) (Result, error) {
+	return h.update(ctx, "delete", a.Path, func(tx *vfs.Tx) (Result, error) {
 		if _, err := tx.Stat(p); vfs.IsNotExist(err) {
 			return errorf("Error: The path %s does not exist", a.Path), nil
 		} else if err != nil {
@@ -196,9 +212,7 @@ func (h *Handlers) Delete(a DeleteArgs) Result {
 	})
 }
 
-// Rename moves a file or directory; it never overwrites, and creates missing parents of
-// the destination.
-func (h *Handlers) Rename(a RenameArgs) Result {
+func (h *Handlers) rename(ctx context.Context, a RenameArgs) Result {
 	oldp, err := vfs.Resolve(a.OldPath)
 	if err != nil {
 		return errorf("%s", err.Error())
@@ -210,8 +224,11 @@ func (h *Handlers) Rename(a RenameArgs) Result {
 	if oldp.IsRoot() || newp.IsRoot() {
 		return errorf("Error: Cannot rename the %s directory itself", vfs.Root)
 	}
+	if res, found := h.secretIn([]string{a.NewPath}, nil, 0, 0); found {
+		return res
+	}
 	destExists := errorf("Error: The destination %s already exists", a.NewPath)
-	return h.update("rename", a.OldPath, func(tx *vfs.Tx) (Result, error) {
+	return h.update(ctx, "rename", a.OldPath, func(tx *vfs.Tx) (Result, error) {
 		_, err := tx.Stat(oldp)
 		switch {
 		case errors.Is(err, vfs.ErrEscape):

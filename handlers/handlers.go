@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"runtime/debug"
-	"slices"
 	"strings"
+	"time"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
@@ -34,10 +33,61 @@ type Result struct {
 	// Before and After are, for a change that was made, the bytes at the path before and
 	// after it (a directory counts the files below it), for the operator's audit log.
 	Before, After int64
+	// Code names the kind of error, for logs and metrics ("" for a success or an error
+	// about the arguments or the file's content).
+	Code string
 }
+
+// Error codes of results.
+const (
+	CodeSecret   = "secret"    // a credential in the text or a path
+	CodeEscape   = "escape"    // a path that leaves /memories
+	CodeReadOnly = "read_only" // a change on a read-only store
+	CodeStorage  = "storage"   // a storage failure (SPEC §4)
+	CodeInternal = "internal"  // a panic or a call that was cancelled
+)
 
 // Commands are the memory_20250818 commands, in the order the messages list them.
 var Commands = []string{"view", "create", "str_replace", "insert", "delete", "rename"}
+
+// command is one row of the command table: everything the entry point needs to know about
+// a command. A new command is one more row.
+type command struct {
+	name    string
+	changes bool // refused on a read-only store
+	// run parses the arguments as decoded from JSON and runs the command; an argument
+	// problem is an error result.
+	run func(h *Handlers, ctx context.Context, args map[string]any) Result
+}
+
+// typed adapts a parser and a typed command to the table's run.
+func typed[A any](parse func(map[string]any) (A, string), do func(*Handlers, context.Context, A) Result) func(*Handlers, context.Context, map[string]any) Result {
+	return func(h *Handlers, ctx context.Context, args map[string]any) Result {
+		a, bad := parse(args)
+		if bad != "" {
+			return errorf("%s", bad)
+		}
+		return do(h, ctx, a)
+	}
+}
+
+var commandTable = []command{
+	{name: "view", run: typed(parseView, (*Handlers).view)},
+	{name: "create", changes: true, run: typed(parseCreate, (*Handlers).create)},
+	{name: "str_replace", changes: true, run: typed(parseStrReplace, (*Handlers).strReplace)},
+	{name: "insert", changes: true, run: typed(parseInsert, (*Handlers).insert)},
+	{name: "delete", changes: true, run: typed(parseDelete, (*Handlers).delete)},
+	{name: "rename", changes: true, run: typed(parseRename, (*Handlers).rename)},
+}
+
+func lookup(name string) *command {
+	for i := range commandTable {
+		if commandTable[i].name == name {
+			return &commandTable[i]
+		}
+	}
+	return nil
+}
 
 // Handlers runs the six memory commands against one store.
 type Handlers struct {
@@ -45,6 +95,7 @@ type Handlers struct {
 	limits        Limits
 	readOnly      bool
 	rejectSecrets bool
+	timeout       time.Duration
 }
 
 // An Option changes how the handlers treat changes.
@@ -53,11 +104,20 @@ type Option func(*Handlers)
 // ReadOnly refuses every command but view with "Error: The memory store is read-only".
 func ReadOnly() Option { return func(h *Handlers) { h.readOnly = true } }
 
-// RejectSecrets refuses create, str_replace and insert when the text they would write
-// (file_text, new_str, insert_text) contains what looks like a credential; nothing is written.
+// RejectSecrets refuses create, str_replace and insert when the file would then contain
+// what looks like a credential where the change put text, or when a path does; nothing is
+// written.
 func RejectSecrets() Option { return func(h *Handlers) { h.rejectSecrets = true } }
 
+// Timeout bounds every call: one that runs longer (waiting for the storage lock, or on a
+// slow disk) gives up with SPEC §4's error and releases what it held. Default: DefaultTimeout.
+func Timeout(d time.Duration) Option { return func(h *Handlers) { h.timeout = d } }
+
+// DefaultTimeout is how long a call may take before it gives up.
+const DefaultTimeout = 30 * time.Second
+
 // New returns the command handlers over store. A zero field of limits takes its default.
+// A read-only store makes the handlers read-only.
 func New(store *vfs.Store, limits Limits, opts ...Option) *Handlers {
 	def := DefaultLimits()
 	if limits.MaxViewChars <= 0 {
@@ -69,7 +129,7 @@ func New(store *vfs.Store, limits Limits, opts ...Option) *Handlers {
 	if limits.MaxStoreBytes <= 0 {
 		limits.MaxStoreBytes = def.MaxStoreBytes
 	}
-	h := &Handlers{store: store, limits: limits}
+	h := &Handlers{store: store, limits: limits, readOnly: store.ReadOnly(), timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(h)
 	}
@@ -95,63 +155,78 @@ func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
 // Call runs command with its arguments as decoded from JSON. Argument problems, refused
 // paths and storage failures all come back as error results; a panic becomes SPEC §4's
 // internal error and is reported in Result.Err.
-func (h *Handlers) Call(ctx context.Context, command string, args map[string]any) (res Result) {
+func (h *Handlers) Call(ctx context.Context, command string, args map[string]any) Result {
+	c := lookup(command)
+	if c == nil {
+		return errorf("Error: Unknown command %s. Use one of: %s", vfs.Echo(command), strings.Join(Commands, ", "))
+	}
+	return h.guard(ctx, c, sentPath(args), func(ctx context.Context) Result { return c.run(h, ctx, args) })
+}
+
+// The typed commands. Each goes through the same guard as Call.
+
+// View shows a directory listing (two levels deep, with sizes) or a file with line numbers.
+func (h *Handlers) View(ctx context.Context, a ViewArgs) Result {
+	return h.typedCall(ctx, "view", a.Path, func(ctx context.Context) Result { return h.view(ctx, a) })
+}
+
+// Create writes a new file; it never overwrites, and creates missing parent directories.
+func (h *Handlers) Create(ctx context.Context, a CreateArgs) Result {
+	return h.typedCall(ctx, "create", a.Path, func(ctx context.Context) Result { return h.create(ctx, a) })
+}
+
+// StrReplace replaces the one occurrence of OldStr in the file with NewStr.
+func (h *Handlers) StrReplace(ctx context.Context, a StrReplaceArgs) Result {
+	return h.typedCall(ctx, "str_replace", a.Path, func(ctx context.Context) Result { return h.strReplace(ctx, a) })
+}
+
+// Insert puts InsertText after line InsertLine (0 = before the first line).
+func (h *Handlers) Insert(ctx context.Context, a InsertArgs) Result {
+	return h.typedCall(ctx, "insert", a.Path, func(ctx context.Context) Result { return h.insert(ctx, a) })
+}
+
+// Delete removes a file, or a directory with everything in it.
+func (h *Handlers) Delete(ctx context.Context, a DeleteArgs) Result {
+	return h.typedCall(ctx, "delete", a.Path, func(ctx context.Context) Result { return h.delete(ctx, a) })
+}
+
+// Rename moves a file or directory; it never overwrites, and creates missing parents of
+// the destination.
+func (h *Handlers) Rename(ctx context.Context, a RenameArgs) Result {
+	return h.typedCall(ctx, "rename", a.OldPath, func(ctx context.Context) Result { return h.rename(ctx, a) })
+}
+
+func (h *Handlers) typedCall(ctx context.Context, name, sent string, run func(context.Context) Result) Result {
+	return h.guard(ctx, lookup(name), sent, run)
+}
+
+// guard is the one entry point every command goes through: it refuses changes on a
+// read-only store and calls whose context is already done, bounds the call's time, and
+// turns a panic into SPEC §4's internal error.
+func (h *Handlers) guard(ctx context.Context, c *command, sent string, run func(context.Context) Result) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
-			res = internalError(command, args, fmt.Errorf("panic in %s: %v\n%s", command, r, debug.Stack()))
+			res = internalError(c.name, sent, fmt.Errorf("panic in %s: %v\n%s", c.name, r, debug.Stack()))
 		}
 	}()
 	if err := ctx.Err(); err != nil {
-		return internalError(command, args, err)
+		return internalError(c.name, sent, err)
 	}
-	if h.readOnly && command != "view" && slices.Contains(Commands, command) {
-		return errorf("Error: The memory store is read-only")
+	if h.readOnly && c.changes {
+		return Result{Text: "Error: The memory store is read-only", IsError: true, Code: CodeReadOnly}
 	}
-	switch command {
-	case "view":
-		a, bad := parseView(args)
-		if bad != "" {
-			return errorf("%s", bad)
-		}
-		return h.View(a)
-	case "create":
-		a, bad := parseCreate(args)
-		if bad != "" {
-			return errorf("%s", bad)
-		}
-		return h.Create(a)
-	case "str_replace":
-		a, bad := parseStrReplace(args)
-		if bad != "" {
-			return errorf("%s", bad)
-		}
-		return h.StrReplace(a)
-	case "insert":
-		a, bad := parseInsert(args)
-		if bad != "" {
-			return errorf("%s", bad)
-		}
-		return h.Insert(a)
-	case "delete":
-		a, bad := parseDelete(args)
-		if bad != "" {
-			return errorf("%s", bad)
-		}
-		return h.Delete(a)
-	case "rename":
-		a, bad := parseRename(args)
-		if bad != "" {
-			return errorf("%s", bad)
-		}
-		return h.Rename(a)
+	if h.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
 	}
-	return errorf("Error: Unknown command %s. Use one of: %s", command, strings.Join(Commands, ", "))
+	return run(ctx)
 }
 
 // internalError is SPEC §4's message for a failure that is the server's, not the caller's;
 // err, for the log, says what happened.
-func internalError(command string, args map[string]any, err error) Result {
-	return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, sentPath(args), vfs.ReasonInternal), IsError: true, Err: err}
+func internalError(command, sent string, err error) Result {
+	return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, vfs.Echo(sent), vfs.ReasonInternal), IsError: true, Err: err, Code: CodeInternal}
 }
 
 // sentPath is the path a command was about, as sent, for messages about failures.
@@ -176,34 +251,54 @@ func failure(command, sent string, err error) Result {
 	if errors.Is(err, vfs.ErrEscape) {
 		return escapes(sent)
 	}
+	if errors.Is(err, vfs.ErrNotRegular) {
+		return notRegular(sent)
+	}
 	return Result{
-		Text:    fmt.Sprintf("Error: Could not %s %s: %s", command, sent, vfs.Reason(err)),
+		Text:    fmt.Sprintf("Error: Could not %s %s: %s", command, vfs.Echo(sent), vfs.Reason(err)),
 		IsError: true,
 		Err:     err,
+		Code:    CodeStorage,
 	}
 }
 
-// secretIn refuses text that contains what looks like a credential, when the guard is on.
-func (h *Handlers) secretIn(text string) (Result, bool) {
+// secretIn refuses a change whose path, or the text the change puts into the file, holds
+// what looks like a credential, when the guard is on. content is the file as it would be
+// after the change, and [from, to) the bytes the change wrote: a credential is refused if
+// any of it lies in or touches that region, so one split over two changes is caught too,
+// and one that was already in the file does not block unrelated edits.
+func (h *Handlers) secretIn(paths []string, content []byte, from, to int) (Result, bool) {
 	if !h.rejectSecrets {
 		return Result{}, false
 	}
-	kind, line, found := findSecret(text)
+	for _, p := range paths {
+		if kind, _, found := findSecret(p, 0, len(p)); found {
+			return Result{Text: fmt.Sprintf("Error: The path contains what looks like a %s; memory paths must not hold credentials. Choose another name.", kind), IsError: true, Code: CodeSecret}, true
+		}
+	}
+	if content == nil {
+		return Result{}, false
+	}
+	kind, line, found := findSecret(string(content), from, to)
 	if !found {
 		return Result{}, false
 	}
-	return errorf("Error: The text contains what looks like a %s on line %d; memory files must not store credentials. Remove it and try again.", kind, line), true
+	return Result{Text: fmt.Sprintf("Error: The text contains what looks like a %s on line %d; memory files must not store credentials. Remove it and try again.", kind, line), IsError: true, Code: CodeSecret}, true
 }
 
 func escapes(sent string) Result {
-	return errorf("%s", (&vfs.PathError{Path: sent, Kind: vfs.Escapes}).Error())
+	return Result{Text: (&vfs.PathError{Path: sent, Kind: vfs.Escapes}).Error(), IsError: true, Code: CodeEscape}
+}
+
+func notRegular(sent string) Result {
+	return errorf("Error: The path %s is not a regular file or directory", sent)
 }
 
 // read runs fn in a read transaction; update in a change transaction. fn returns the
 // result for the model, or an error for a storage failure.
-func (h *Handlers) read(command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
+func (h *Handlers) read(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
 	var res Result
-	err := h.store.View(func(tx *vfs.Tx) (err error) {
+	err := h.store.View(ctx, func(tx *vfs.Tx) (err error) {
 		res, err = fn(tx)
 		return err
 	})
@@ -213,9 +308,9 @@ func (h *Handlers) read(command, sent string, fn func(tx *vfs.Tx) (Result, error
 	return res
 }
 
-func (h *Handlers) update(command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
+func (h *Handlers) update(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
 	var res Result
-	err := h.store.Update(func(tx *vfs.Tx) (err error) {
+	err := h.store.Update(ctx, func(tx *vfs.Tx) (err error) {
 		res, err = fn(tx)
 		return err
 	})
@@ -240,7 +335,7 @@ func parentIsFile(tx *vfs.Tx, p vfs.Path) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
+		if !fi.IsDir() && !fi.IsLink() {
 			return true, nil
 		}
 	}

@@ -86,35 +86,58 @@ var userinfo = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`://[^\s:/@'"]{1,128}:([^\s@/'"]{1,256})@`)
 })
 
-// placeholderPassword accepts connection strings whose password is a placeholder: a variable
-// reference, an angle-bracket or starred stand-in, or a word that means "password here".
+// placeholders are the complete forms a documented connection string puts where the
+// password goes: ${NAME}, {{ name }}, %NAME%, <name>, a run of stars, or a word that says
+// "password here". Text that merely starts like one ($uperS3cret, %41bc…, {{x) is a password.
+var placeholders = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:\$\{[A-Za-z_][A-Za-z0-9_]*\}|\{\{\s*[A-Za-z_][A-Za-z0-9_.]*\s*\}\}|%[A-Za-z_][A-Za-z0-9_]*%|<[A-Za-z_][A-Za-z0-9_ .-]*>|\*+|x+|X+)$`)
+})
+
+// placeholderPassword accepts connection strings whose password is a placeholder.
 func placeholderPassword(m string) bool {
 	sub := userinfo().FindStringSubmatch(m)
 	if sub == nil {
 		return true
 	}
 	pw := sub[1]
-	switch {
-	case strings.HasPrefix(pw, "$"), strings.HasPrefix(pw, "%"), strings.HasPrefix(pw, "{{"),
-		strings.HasPrefix(pw, "<") && strings.HasSuffix(pw, ">"),
-		strings.Trim(pw, "*xX.") == "":
+	if placeholders().MatchString(pw) {
 		return true
 	}
 	switch strings.ToLower(pw) {
-	case "password", "pass", "passwd", "pwd", "secret", "your_password", "yourpassword", "mypassword", "changeme":
+	case "password", "pass", "passwd", "pwd", "your_password", "yourpassword", "mypassword", "changeme":
 		return true
 	}
 	return false
 }
 
-// findSecret reports the first credential in text: its kind and the 1-based line of the
-// text it starts on.
-func findSecret(text string) (kind string, line int, found bool) {
+// scanMargin is how far around a changed region the text is scanned: more than the longest
+// credential the rules match, so one that the change completes is seen whole.
+const scanMargin = 1024
+
+// findSecret reports the first credential in text that lies in, or touches, the region
+// [from, to) (a change wrote those bytes; from == to for a deletion): its kind and the
+// 1-based line of text it starts on. Only the region and scanMargin bytes around it, to
+// whole lines, are scanned, so an edit of a large file does not rescan all of it.
+func findSecret(text string, from, to int) (kind string, line int, found bool) {
+	lo, hi := max(0, from-scanMargin), min(len(text), to+scanMargin)
+	// Widen to whole lines (within another margin), so that the window's edges do not cut
+	// a word in two and make something match that does not.
+	if i := strings.LastIndexByte(text[max(0, lo-scanMargin):lo], '\n'); i >= 0 {
+		lo = max(0, lo-scanMargin) + i + 1
+	} else {
+		lo = max(0, lo-scanMargin)
+	}
+	if i := strings.IndexByte(text[hi:min(len(text), hi+scanMargin)], '\n'); i >= 0 {
+		hi += i
+	} else {
+		hi = min(len(text), hi+scanMargin)
+	}
+	window := text[lo:hi]
 	at := -1
 	for _, r := range secretRules() {
 		hit := false
 		for _, k := range r.keywords {
-			if strings.Contains(text, k) {
+			if strings.Contains(window, k) {
 				hit = true
 				break
 			}
@@ -122,12 +145,16 @@ func findSecret(text string) (kind string, line int, found bool) {
 		if !hit {
 			continue
 		}
-		for _, loc := range r.re.FindAllStringIndex(text, -1) {
-			if r.allow != nil && r.allow(text[loc[0]:loc[1]]) {
+		for _, loc := range r.re.FindAllStringIndex(window, -1) {
+			start, end := lo+loc[0], lo+loc[1]
+			if end < from || start > to {
+				continue // not the change's doing
+			}
+			if r.allow != nil && r.allow(window[loc[0]:loc[1]]) {
 				continue
 			}
-			if at < 0 || loc[0] < at {
-				at, kind = loc[0], r.kind
+			if at < 0 || start < at {
+				at, kind = start, r.kind
 			}
 			break
 		}
@@ -136,4 +163,11 @@ func findSecret(text string) (kind string, line int, found bool) {
 		return "", 0, false
 	}
 	return kind, strings.Count(text[:at], "\n") + 1, true
+}
+
+// HasSecret reports whether s (a path, say) contains what looks like a credential, so that
+// a log line can leave it out.
+func HasSecret(s string) bool {
+	_, _, found := findSecret(s, 0, len(s))
+	return found
 }

@@ -2,9 +2,8 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"fmt"
-	"runtime"
-	"runtime/debug"
 	"unicode/utf8"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -13,8 +12,8 @@ import (
 // maxLines is the documentation's line limit for view.
 const maxLines = 999_999
 
-// View shows a directory listing (two levels deep, with sizes) or a file with line numbers.
-func (h *Handlers) View(a ViewArgs) Result {
+// view shows a directory listing (two levels deep, with sizes) or a file with line numbers.
+func (h *Handlers) view(ctx context.Context, a ViewArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return errorf("%s", err.Error())
@@ -22,7 +21,7 @@ func (h *Handlers) View(a ViewArgs) Result {
 	if a.ViewRange != nil && len(a.ViewRange) != 2 {
 		return errorf("%s", badViewRange)
 	}
-	return h.read("view", a.Path, func(tx *vfs.Tx) (Result, error) {
+	return h.read(ctx, "view", a.Path, func(tx *vfs.Tx) (Result, error) {
 		fi, err := tx.Stat(p)
 		switch {
 		case vfs.IsNotExist(err):
@@ -31,8 +30,8 @@ func (h *Handlers) View(a ViewArgs) Result {
 			return Result{}, err
 		case fi.IsDir():
 			return h.listDir(tx, p, a.Path)
-		case !fi.Mode().IsRegular():
-			return errorf("Error: The path %s is not a regular file or directory", a.Path), nil
+		case !fi.IsRegular():
+			return notRegular(a.Path), nil
 		}
 		content, err := tx.ReadFile(p)
 		if err != nil {
@@ -104,37 +103,31 @@ func (h *Handlers) viewFile(sent string, content []byte, viewRange []int) Result
 	return Result{Text: string(out)}
 }
 
-// listEntry is one line of a listing. The path is parent + "/" + name; it is put together
-// only for the lines that are printed (a listing is usually cut short by the output cap).
-type listEntry struct {
-	parent, name string // the directory itself: parent is the path as sent, name ""
-	dir          bool
-	size         int64
-}
-
-// listDir lists p two levels deep. One walk of the whole subtree gives both the entries and
-// every directory's total size.
+// listDir lists p two levels deep, with the sizes of every directory counted at any depth.
 func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
-	w := walker{tx: tx, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
-	entries, total, err := w.walk(p, 0, true, 1)
+	tree, err := tx.Tree(p, 2, hidden)
 	if err != nil {
 		return Result{}, err
 	}
-	entries[0] = listEntry{parent: sent, dir: true, size: total}
-
 	header := "Here're the files and directories up to 2 levels deep in " + sent + ", excluding hidden items and node_modules:\n"
 	limit := h.limits.MaxViewChars
 	used := utf8.RuneCountInString(header)
-	out := make([]byte, 0, min(len(header)+len(entries)*48, 4*limit+64))
+	out := make([]byte, 0, min(len(header)+64*len(tree.Children), 4*limit+64))
 	out = append(out, header...)
+	// The lines in order: the directory itself, then each child followed by its own children.
+	total := 1
+	for _, c := range tree.Children {
+		total += 1 + len(c.Children)
+	}
 	var line []byte
-	for i, e := range entries {
-		line = append(line[:0], formatSize(e.size)...)
+	i := 0
+	emit := func(parent, name string, n vfs.Node) bool {
+		line = append(line[:0], formatSize(n.Size)...)
 		line = append(line, '\t')
-		line = append(line, e.parent...)
-		if e.name != "" {
-			line = append(append(line, '/'), e.name...)
-			if e.dir {
+		line = append(line, parent...)
+		if name != "" {
+			line = append(append(line, '/'), name...)
+			if n.Dir {
 				line = append(line, '/')
 			}
 		}
@@ -143,108 +136,34 @@ func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) 
 			cost++
 		}
 		if used+cost > limit {
-			out = fmt.Appendf(out, "\n[Listing truncated at %d characters: %d more entries not shown. View a subdirectory to see more.]", limit, len(entries)-i)
-			break
+			out = fmt.Appendf(out, "\n[Listing truncated at %d characters: %d more entries not shown. View a subdirectory to see more.]", limit, total-i)
+			return false
 		}
 		if i > 0 {
 			out = append(out, '\n')
 		}
 		out = append(out, line...)
 		used += cost
+		i++
+		return true
+	}
+	if !emit(sent, "", tree) {
+		return Result{Text: string(out)}, nil
+	}
+	base := p.String()
+	for _, c := range tree.Children {
+		if !emit(base, c.Name, c) {
+			return Result{Text: string(out)}, nil
+		}
+		sub := base + "/" + c.Name
+		for _, g := range c.Children {
+			if !emit(sub, g.Name, g) {
+				return Result{Text: string(out)}, nil
+			}
+		}
 	}
 	return Result{Text: string(out)}, nil
 }
 
-// walker walks a directory tree for a listing. Reading a large tree is bound by one stat
-// per file (its size counts in every directory total), so subdirectories are read
-// concurrently, at most len(slots) at a time; a walk that finds no free slot reads inline,
-// which keeps nested waits from deadlocking.
-type walker struct {
-	tx    *vfs.Tx
-	slots chan struct{}
-}
-
-// subtree is the outcome of walking one subdirectory.
-type subtree struct {
-	entries []listEntry
-	total   int64
-	err     error
-	done    chan struct{}
-}
-
-// walk returns the entries below dir (pre-order, each directory followed by its own
-// entries, when list is set; only depths 1 and 2 are listed), after lead empty slots, and
-// the total size of the files below dir at any depth. Hidden entries, node_modules,
-// symbolic links and special files are neither listed nor counted.
-func (w walker) walk(dir vfs.Path, depth int, list bool, lead int) ([]listEntry, int64, error) {
-	infos, err := w.tx.List(dir)
-	if err != nil {
-		return nil, 0, err
-	}
-	subs := make([]*subtree, len(infos))
-	for i, fi := range infos {
-		if !fi.IsDir() || !shown(fi.Name) {
-			continue
-		}
-		sub := &subtree{done: make(chan struct{})}
-		subs[i] = sub
-		child, listChild := dir.Join(fi.Name), list && depth+1 < 2
-		run := func() {
-			defer close(sub.done)
-			defer func() {
-				// A panic on another goroutine would escape Call's recover and end the server.
-				if r := recover(); r != nil {
-					sub.err = fmt.Errorf("panic while listing %s: %v\n%s", child, r, debug.Stack())
-				}
-			}()
-			sub.entries, sub.total, sub.err = w.walk(child, depth+1, listChild, 0)
-		}
-		select {
-		case w.slots <- struct{}{}:
-			go func() { defer func() { <-w.slots }(); run() }()
-		default:
-			run()
-		}
-	}
-	// Wait for the subtrees first, so that the entries can be put in one slice of the right size.
-	n := lead
-	for i, fi := range infos {
-		switch {
-		case subs[i] != nil:
-			<-subs[i].done
-			n += 1 + len(subs[i].entries)
-		case list && fi.IsRegular() && shown(fi.Name):
-			n++
-		}
-	}
-	var entries []listEntry
-	if list || lead > 0 {
-		entries = make([]listEntry, lead, n)
-	}
-	parent := dir.String()
-	var total int64
-	for i, fi := range infos {
-		switch {
-		case !shown(fi.Name):
-		case subs[i] != nil:
-			sub := subs[i]
-			if sub.err != nil {
-				err = sub.err
-				continue
-			}
-			if list {
-				entries = append(entries, listEntry{parent: parent, name: fi.Name, dir: true, size: sub.total})
-				entries = append(entries, sub.entries...)
-			}
-			total += sub.total
-		case fi.IsRegular():
-			if list {
-				entries = append(entries, listEntry{parent: parent, name: fi.Name, size: fi.Size})
-			}
-			total += fi.Size
-		}
-	}
-	return entries, total, err
-}
-
-func shown(name string) bool { return name != "" && name[0] != '.' && name != "node_modules" }
+// hidden reports whether a listing leaves an entry out: hidden entries and node_modules.
+func hidden(name string) bool { return name == "" || name[0] == '.' || name == "node_modules" }

@@ -17,16 +17,22 @@ type ExpiryTarget struct {
 
 // RunExpiry deletes files nobody viewed or changed for longer than maxAge (with dryRun it
 // only logs what it would delete). It sweeps at once, then every maxAge/10 (at least a
-// minute, at most an hour), writes the stores' access records every minute, and returns
-// when ctx is done. Each expired entry is an audit line. The stores must track access.
+// minute, at most an hour), and returns when ctx is done. Each expired entry is an audit
+// line. Read-only stores are never swept; the others must track access.
 func RunExpiry(ctx context.Context, targets []ExpiryTarget, maxAge time.Duration, dryRun bool, log zerolog.Logger) {
 	sweep := func() {
+		// A sweep that has begun finishes (a stop waits for it), within its own bound.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
 		for _, t := range targets {
+			if t.Store.ReadOnly() {
+				continue
+			}
 			l := log
 			if t.Tenant != "" {
 				l = log.With().Str("tenant", t.Tenant).Logger()
 			}
-			expired, err := t.Store.Expire(maxAge, dryRun)
+			expired, err := t.Store.Expire(sctx, maxAge, dryRun)
 			if err != nil {
 				l.Error().Err(err).Msg("expiry sweep failed")
 			}
@@ -42,21 +48,14 @@ func RunExpiry(ctx context.Context, targets []ExpiryTarget, maxAge time.Duration
 	}
 	sweep()
 	interval := min(max(maxAge/10, time.Minute), time.Hour)
-	sweeps, flushes := time.NewTicker(interval), time.NewTicker(time.Minute)
+	sweeps := time.NewTicker(interval)
 	defer sweeps.Stop()
-	defer flushes.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sweeps.C:
 			sweep()
-		case <-flushes.C:
-			for _, t := range targets {
-				if err := t.Store.FlushAccess(); err != nil {
-					log.Error().Err(err).Str("tenant", t.Tenant).Msg("cannot write the access record")
-				}
-			}
 		}
 	}
 }

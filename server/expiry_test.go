@@ -22,7 +22,7 @@ func TestRunExpiryAudits(t *testing.T) {
 		if err := store.TrackAccess(clock); err != nil {
 			t.Fatal(err)
 		}
-		store.Update(func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/stale.md"), []byte("12345")) })
+		store.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/stale.md"), []byte("12345")) })
 		now = now.Add(48 * time.Hour)
 		var log bytes.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
@@ -34,7 +34,7 @@ func TestRunExpiryAudits(t *testing.T) {
 				t.Errorf("dry run %v: audit line lacks %s:\n%s", dryRun, want, line)
 			}
 		}
-		err := store.View(func(tx *vfs.Tx) error { _, err := tx.Stat(vfs.MustResolve("/memories/stale.md")); return err })
+		err := store.View(context.Background(), func(tx *vfs.Tx) error { _, err := tx.Stat(vfs.MustResolve("/memories/stale.md")); return err })
 		if exists := err == nil; exists != dryRun {
 			t.Errorf("dry run %v: the file exists=%v afterwards", dryRun, exists)
 		}

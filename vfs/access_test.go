@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,7 +37,7 @@ func TestExpire(t *testing.T) {
 		return s
 	}
 	s := open()
-	err := s.Update(func(tx *Tx) error {
+	err := s.Update(context.Background(), func(tx *Tx) error {
 		for _, p := range []string{"/memories/old.md", "/memories/projects/a/old.md", "/memories/projects/keep.md", "/memories/viewed.md", "/memories/.hidden-old"} {
 			if err := tx.CreateFile(MustResolve(p), []byte("x")); err != nil {
 				return err
@@ -48,9 +49,9 @@ func TestExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.advance(2 * day)
-	s.Update(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/projects/keep.md"), []byte("changed")) })
+	s.Update(context.Background(), func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/projects/keep.md"), []byte("changed")) })
 	clock.advance(3 * day)
-	s.View(func(tx *Tx) error { _, err := tx.ReadFile(MustResolve("/memories/viewed.md")); return err })
+	s.View(context.Background(), func(tx *Tx) error { _, err := tx.ReadFile(MustResolve("/memories/viewed.md")); return err })
 	// A file placed by hand is unknown to the record: its grace period starts when a sweep sees it.
 	os.WriteFile(filepath.Join(dir, "by-hand.md"), []byte("x"), 0o600)
 	clock.advance(3 * day) // day 8: old files are 8 days old, keep.md 6, viewed.md 3
@@ -61,7 +62,7 @@ func TestExpire(t *testing.T) {
 		{Path: "/memories/projects/a/old.md", Size: 1},
 		{Path: "/memories/projects/a", Dir: true},
 	}
-	got, err := s.Expire(7*day, true)
+	got, err := s.Expire(context.Background(), 7*day, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestExpire(t *testing.T) {
 
 	s = open() // the record survives the restart: viewed.md keeps its recent time
 	defer s.Close()
-	got, err = s.Expire(7*day, false)
+	got, err = s.Expire(context.Background(), 7*day, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestExpire(t *testing.T) {
 	}
 
 	clock.advance(8 * day) // now everything is old, the hand-placed file too
-	got, err = s.Expire(7*day, false)
+	got, err = s.Expire(context.Background(), 7*day, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,7 +54,7 @@ func TestOSFsModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.Update(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a/b/c.txt"), []byte("x")) })
+	err = s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a/b/c.txt"), []byte("x")) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,20 +231,20 @@ func TestStoreNoticesOtherWriters(t *testing.T) {
 	defer b.Close()
 	usage := func(s *Store) (n int64) {
 		t.Helper()
-		if err := s.Update(func(tx *Tx) (err error) { n, err = tx.Usage(); return err }); err != nil {
+		if err := s.Update(context.Background(), func(tx *Tx) (err error) { n, err = tx.Usage(); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 	before := usage(a)
 	usage(b)
-	if err := b.Update(func(tx *Tx) error { _, err := tx.RemoveAll(MustResolve("/memories/a.txt")); return err }); err != nil {
+	if err := b.Update(context.Background(), func(tx *Tx) error { _, err := tx.RemoveAll(MustResolve("/memories/a.txt")); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := usage(a), before-int64(len("lower a")); got != want {
 		t.Errorf("usage seen by the other store = %d, want %d", got, want)
 	}
-	err = a.View(func(tx *Tx) error {
+	err = a.View(context.Background(), func(tx *Tx) error {
 		_, err := tx.Stat(MustResolve("/memories/a.txt"))
 		return err
 	})
@@ -260,9 +261,9 @@ func TestViewsRunInParallel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.View(func(*Tx) error {
+	err = s.View(context.Background(), func(*Tx) error {
 		done := make(chan error, 1)
-		go func() { done <- s.View(func(*Tx) error { return nil }) }()
+		go func() { done <- s.View(context.Background(), func(*Tx) error { return nil }) }()
 		select {
 		case err := <-done:
 			return err
@@ -274,7 +275,7 @@ func TestViewsRunInParallel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After both, a change still gets the exclusive lock.
-	if err := s.Update(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a"), nil) }); err != nil {
+	if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a"), nil) }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,27 +4,55 @@ package vfs
 
 import (
 	"io/fs"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-var _ lister = (*OSFs)(nil)
+var _ dirOpener = (*OSFs)(nil)
 
-// list reads the names, then describes each with one fstatat on the directory's descriptor:
-// one system call per entry, no path walk, and no FileInfo. (os.File.ReadDir would stat
-// every entry itself wherever the filesystem does not report types in getdents.)
-func (f *OSFs) list(name string) ([]Entry, error) {
-	d, err := f.root.Open(rel(name))
+// openDir opens the directory name through the root, as a handle whose children open
+// relative to it.
+func (f *OSFs) openDir(name string) (dirHandle, error) {
+	var d *os.File
+	err := f.follow(name, true, func(n string) (err error) {
+		d, err = f.root.OpenFile(n, openDir, 0)
+		return err
+	})
 	if err != nil {
-		return nil, wrap(err)
+		return nil, err
 	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
+	return fdDir{d}, nil
+}
+
+// fdDir is an open directory of an OSFs. A child is opened relative to it with one openat
+// that refuses symbolic links and anything but a directory, so a walk costs one open per
+// directory whatever its depth, and never leaves the directory it started in.
+type fdDir struct{ d *os.File }
+
+func (h fdDir) close() { h.d.Close() }
+
+func (h fdDir) child(name string) (dirHandle, error) {
+	fd, err := unix.Openat(int(h.d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Openat(int(h.d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return fdDir{os.NewFile(uintptr(fd), name)}, nil
+}
+
+// entries reads the names, then describes each with one fstatat on the directory's
+// descriptor: one system call per entry, no path walk, and no FileInfo. (os.File.ReadDir
+// would stat every entry itself wherever the filesystem does not report types in getdents.)
+func (h fdDir) entries() ([]Entry, error) {
+	names, err := h.d.Readdirnames(-1)
 	if err != nil {
 		return nil, err
 	}
 	entries := make([]Entry, 0, len(names))
-	fd := int(d.Fd())
+	fd := int(h.d.Fd())
 	var st unix.Stat_t
 	for _, n := range names {
 		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {

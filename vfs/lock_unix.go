@@ -9,10 +9,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func flock(f *os.File, exclusive bool) error {
-	how := unix.LOCK_SH
+// openNonblock is added to every open: opening a fifo that another program put in place of a
+// file must not wait for a writer.
+const openNonblock = syscall.O_NONBLOCK
+
+// openDir opens a directory, and nothing else, without blocking.
+const openDir = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_DIRECTORY
+
+// errWouldBlock is tryFlock's answer when another holder has the lock.
+var errWouldBlock = unix.EWOULDBLOCK
+
+// tryFlock takes the flock on f without waiting.
+func tryFlock(f *os.File, exclusive bool) error {
+	how := unix.LOCK_SH | unix.LOCK_NB
 	if exclusive {
-		how = unix.LOCK_EX
+		how = unix.LOCK_EX | unix.LOCK_NB
 	}
 	for {
 		err := unix.Flock(int(f.Fd()), how)

@@ -1,11 +1,14 @@
 package vfs
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -13,23 +16,31 @@ import (
 	"github.com/spf13/afero"
 )
 
-// lockFileName is the storage-wide lock of an OS store, kept in its root directory.
-const lockFileName = bookkeepingPrefix + ".lock"
-
 // OSFs is an afero.Fs over a host directory, opened as an os.Root: every name is resolved
 // inside the directory by the kernel, one element at a time, so neither ".." nor a symbolic
 // link (absolute, relative or dangling) leads outside it, also when links are swapped
-// while an operation runs. Errors carry names relative to the directory, never host paths;
-// an escape attempt is reported as ErrEscape.
+// while an operation runs. A symbolic link whose absolute target lies inside the directory
+// is followed too: the target is rewritten relative to the directory and resolved through
+// the os.Root again, so the text of the link is never trusted. Errors carry names relative
+// to the directory, never host paths; an escape attempt is reported as ErrEscape.
+//
+// Nothing it opens can block: files are opened non-blocking and must turn out to be
+// regular files or directories (a fifo swapped in by another program is refused).
 //
 // OSFs also implements the optional interfaces the Store uses: Lstater, NoReplaceRenamer,
 // DirSyncer and Locker.
 type OSFs struct {
+	dir      string // the host directory as given, to notice that it vanished and reopen it
+	real     string // dir with symbolic links resolved, for absolute links into it
+	readOnly bool
+
 	root *os.Root
 
 	lockMu  sync.Mutex
-	lock    *os.File // nil when the lock file cannot be created (read-only storage)
-	holders int      // this process's holders of the flock: any number shared, or one exclusive
+	lock    *os.File // the data lock; nil when it cannot be had (read-only storage without one)
+	gate    *os.File // the turnstile that a waiting writer holds (see LockStorage)
+	holders int      // this process's holders of the data lock: any number shared, or one exclusive
+	gateMu  sync.Mutex
 }
 
 var (
@@ -40,39 +51,108 @@ var (
 	_ Locker           = (*OSFs)(nil)
 )
 
+// lockFileName and gateFileName are the storage-wide locks of an OS store, kept in its root.
+const (
+	lockFileName = bookkeepingPrefix + ".lock"
+	gateFileName = bookkeepingPrefix + ".gate"
+)
+
 // NewOSFs opens dir, creating it (mode 0700) if needed, as a jailed filesystem.
 func NewOSFs(dir string) (*OSFs, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(dir)
+	return openOSFs(dir, false)
+}
+
+// NewReadOnlyOSFs opens an existing dir as a jailed filesystem without creating anything in
+// it: the storage locks are used when they exist. It is meant for read-only stores and the
+// overlay's lower layer.
+func NewReadOnlyOSFs(dir string) (*OSFs, error) { return openOSFs(dir, true) }
+
+func openOSFs(dir string, readOnly bool) (*OSFs, error) {
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	f := &OSFs{root: root}
-	lock, err := root.OpenFile(lockFileName, os.O_RDWR|os.O_CREATE, 0o600)
-	if err == nil {
-		f.lock = lock
+	f := &OSFs{dir: abs, real: abs, readOnly: readOnly}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		f.real = real
+	}
+	if err := f.open(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
 
-// NewReadOnlyOSFs opens an existing dir as a jailed filesystem without creating anything in
-// it; it is meant for the overlay's lower layer.
-func NewReadOnlyOSFs(dir string) (*OSFs, error) {
-	root, err := os.OpenRoot(dir)
+// open opens the directory and its lock files.
+func (f *OSFs) open() error {
+	root, err := os.OpenRoot(f.dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &OSFs{root: root}, nil
+	flag := os.O_RDWR | os.O_CREATE
+	if f.readOnly {
+		flag = os.O_RDONLY
+	}
+	lock, lerr := root.OpenFile(lockFileName, flag|openNonblock, 0o600)
+	gate, gerr := root.OpenFile(gateFileName, flag|openNonblock, 0o600)
+	f.root, f.lock, f.gate = root, nil, nil
+	if lerr == nil && gerr == nil {
+		f.lock, f.gate = lock, gate
+	} else {
+		closeAll(lock, lerr, gate, gerr)
+	}
+	return nil
 }
 
-// Close releases the directory and the lock file.
+func closeAll(a *os.File, aerr error, b *os.File, berr error) {
+	if aerr == nil {
+		a.Close()
+	}
+	if berr == nil {
+		b.Close()
+	}
+}
+
+// Close releases the directory and the lock files.
 func (f *OSFs) Close() error {
 	if f.lock != nil {
 		f.lock.Close()
+		f.gate.Close()
 	}
 	return f.root.Close()
+}
+
+// checkRoot notices a storage directory that was removed or replaced: it fails with
+// ErrStorageGone while nothing is at the host path, and reopens the directory once one is
+// there again. It runs when no transaction of this process is using the root.
+func (f *OSFs) checkRoot() error {
+	fi, err := os.Stat(f.dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return ErrStorageGone
+		}
+		return err
+	}
+	cur, err := f.root.Stat(".")
+	if err == nil && os.SameFile(fi, cur) {
+		return nil
+	}
+	if !fi.IsDir() {
+		return ErrStorageGone
+	}
+	old := []io.Closer{f.root}
+	if f.lock != nil {
+		old = append(old, f.lock, f.gate)
+	}
+	if err := f.open(); err != nil {
+		return err
+	}
+	for _, c := range old {
+		c.Close()
+	}
+	return nil
 }
 
 // rel turns an afero name ("/a/b", "a/b", "/", "") into an os.Root name ("a/b", ".").
@@ -115,11 +195,100 @@ type osFile struct {
 
 func (f osFile) Name() string { return f.name }
 
+// file wraps an opened file, after checking that it is a regular file or a directory:
+// anything else (a fifo, socket or device) is closed again and refused with ErrNotRegular.
 func (f *OSFs) file(name string, file *os.File, err error) (afero.File, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
+	fi, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
+		file.Close()
+		return nil, &fs.PathError{Op: "open", Path: rel(name), Err: ErrNotRegular}
+	}
 	return osFile{File: file, name: "/" + strings.TrimPrefix(rel(name), ".")}, nil
+}
+
+// follow runs op on the name, and once more on the name with absolute symbolic links into
+// the storage rewritten (see resolveLinks) when os.Root refused it as an escape.
+func (f *OSFs) follow(name string, last bool, op func(string) error) error {
+	n := rel(name)
+	err := op(n)
+	if !isEscape(err) {
+		return wrap(err)
+	}
+	if alt, ok := f.resolveLinks(n, last); ok && alt != n {
+		err = op(alt)
+	}
+	return wrap(err)
+}
+
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	var le *os.LinkError
+	return errors.As(err, &pe) && isRootEscape(pe.Err) || errors.As(err, &le) && isRootEscape(le.Err)
+}
+
+// resolveLinks rewrites name so that no element but (unless last) the final one is a
+// symbolic link: a link with a relative target is replaced by its target, and one with an
+// absolute target inside the storage directory by that target made relative. It gives up
+// (ok false) on a link that leads outside, or after 40 links. The result is only a name to
+// try again through the os.Root, which checks it once more.
+func (f *OSFs) resolveLinks(name string, last bool) (string, bool) {
+	parts := strings.Split(name, "/")
+	done := ""
+	for hops := 0; len(parts) > 0; {
+		c := parts[0]
+		parts = parts[1:]
+		cand := path.Join(done, c)
+		if len(parts) == 0 && !last {
+			return cand, true
+		}
+		fi, err := f.root.Lstat(cand)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			done = cand
+			continue
+		}
+		if hops++; hops > 40 {
+			return "", false
+		}
+		target, err := f.root.Readlink(cand)
+		if err != nil {
+			return "", false
+		}
+		var next string
+		switch {
+		case !path.IsAbs(target):
+			next = path.Join(done, target)
+		case target == f.dir || target == f.real:
+			next = "."
+		case strings.HasPrefix(target, f.dir+"/"):
+			next = strings.TrimPrefix(target, f.dir+"/")
+		case strings.HasPrefix(target, f.real+"/"):
+			next = strings.TrimPrefix(target, f.real+"/")
+		default:
+			return "", false
+		}
+		next = path.Clean(next)
+		if next == ".." || strings.HasPrefix(next, "../") {
+			return "", false
+		}
+		rest := parts
+		parts = nil
+		if next != "." {
+			parts = strings.Split(next, "/")
+		}
+		parts = append(parts, rest...)
+		done = ""
+	}
+	if done == "" {
+		done = "."
+	}
+	return done, true
 }
 
 // Name identifies the filesystem type.
@@ -127,73 +296,89 @@ func (f *OSFs) Name() string { return "OSFs" }
 
 // Create creates or truncates a file.
 func (f *OSFs) Create(name string) (afero.File, error) {
-	file, err := f.root.Create(rel(name))
-	return f.file(name, file, err)
+	return f.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
 }
 
 // Mkdir creates a directory.
-func (f *OSFs) Mkdir(name string, perm os.FileMode) error { return wrap(f.root.Mkdir(rel(name), perm)) }
+func (f *OSFs) Mkdir(name string, perm os.FileMode) error {
+	return f.follow(name, false, func(n string) error { return f.root.Mkdir(n, perm) })
+}
 
 // MkdirAll creates a directory and its missing parents.
 func (f *OSFs) MkdirAll(name string, perm os.FileMode) error {
-	return wrap(f.root.MkdirAll(rel(name), perm))
+	return f.follow(name, true, func(n string) error { return f.root.MkdirAll(n, perm) })
 }
 
 // Open opens a file or directory for reading.
-func (f *OSFs) Open(name string) (afero.File, error) {
-	file, err := f.root.Open(rel(name))
-	return f.file(name, file, err)
-}
+func (f *OSFs) Open(name string) (afero.File, error) { return f.OpenFile(name, os.O_RDONLY, 0) }
 
-// OpenFile opens a file with the given flags.
+// OpenFile opens a file with the given flags, never blocking (see OSFs).
 func (f *OSFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
-	file, err := f.root.OpenFile(rel(name), flag, perm)
+	var file *os.File
+	err := f.follow(name, true, func(n string) (err error) {
+		file, err = f.root.OpenFile(n, flag|openNonblock, perm)
+		return err
+	})
 	return f.file(name, file, err)
 }
 
 // Remove removes a file or an empty directory.
-func (f *OSFs) Remove(name string) error { return wrap(f.root.Remove(rel(name))) }
+func (f *OSFs) Remove(name string) error {
+	return f.follow(name, false, func(n string) error { return f.root.Remove(n) })
+}
 
 // RemoveAll removes a path and everything below it.
-func (f *OSFs) RemoveAll(name string) error { return wrap(f.root.RemoveAll(rel(name))) }
+func (f *OSFs) RemoveAll(name string) error {
+	return f.follow(name, false, func(n string) error { return f.root.RemoveAll(n) })
+}
 
 // Rename renames a file or directory, replacing an existing file at newname.
 func (f *OSFs) Rename(oldname, newname string) error {
-	return wrap(f.root.Rename(rel(oldname), rel(newname)))
+	return f.rename2(oldname, newname, f.root.Rename)
+}
+
+// rename2 runs a two-name operation, following absolute links into the storage in the
+// parents of either name.
+func (f *OSFs) rename2(oldname, newname string, op func(o, n string) error) error {
+	return f.follow(oldname, false, func(o string) error {
+		return f.follow(newname, false, func(n string) error { return op(o, n) })
+	})
 }
 
 // Stat returns the file info, following symbolic links that stay inside the root.
 func (f *OSFs) Stat(name string) (os.FileInfo, error) {
-	fi, err := f.root.Stat(rel(name))
-	return fi, wrap(err)
+	var fi os.FileInfo
+	err := f.follow(name, true, func(n string) (err error) { fi, err = f.root.Stat(n); return err })
+	return fi, err
 }
 
 // LstatIfPossible returns the file info without following a final symbolic link.
 func (f *OSFs) LstatIfPossible(name string) (os.FileInfo, bool, error) {
-	fi, err := f.root.Lstat(rel(name))
-	return fi, true, wrap(err)
+	var fi os.FileInfo
+	err := f.follow(name, false, func(n string) (err error) { fi, err = f.root.Lstat(n); return err })
+	return fi, true, err
 }
 
 // Chmod changes the mode of a file.
 func (f *OSFs) Chmod(name string, mode os.FileMode) error {
-	return wrap(f.root.Chmod(rel(name), mode))
+	return f.follow(name, true, func(n string) error { return f.root.Chmod(n, mode) })
 }
 
 // Chown changes the owner of a file.
 func (f *OSFs) Chown(name string, uid, gid int) error {
-	return wrap(f.root.Chown(rel(name), uid, gid))
+	return f.follow(name, true, func(n string) error { return f.root.Chown(n, uid, gid) })
 }
 
 // Chtimes changes the times of a file.
 func (f *OSFs) Chtimes(name string, atime, mtime time.Time) error {
-	return wrap(f.root.Chtimes(rel(name), atime, mtime))
+	return f.follow(name, true, func(n string) error { return f.root.Chtimes(n, atime, mtime) })
 }
 
 // SyncDir flushes a directory's entries to disk, so that a rename into it survives a crash.
 func (f *OSFs) SyncDir(name string) error {
-	d, err := f.root.Open(rel(name))
+	d, err := f.Open(name)
 	if err != nil {
-		return wrap(err)
+		return err
 	}
 	defer d.Close()
 	return d.Sync()
@@ -202,7 +387,7 @@ func (f *OSFs) SyncDir(name string) error {
 // RenameNoReplace renames oldname to newname and fails with fs.ErrExist if newname exists;
 // the check and the move are one step (see renameNoReplace for the platform's way).
 func (f *OSFs) RenameNoReplace(oldname, newname string) error {
-	return wrap(f.renameNoReplace(rel(oldname), rel(newname)))
+	return f.rename2(oldname, newname, f.renameNoReplace)
 }
 
 // renameCheckFirst is the fallback where the kernel cannot rename without replacing: the
@@ -215,21 +400,42 @@ func (f *OSFs) renameCheckFirst(oldname, newname string) error {
 }
 
 // LockStorage takes the lock shared by every process that serves this directory: exclusive
-// for changes, shared for reads. It blocks until the lock is free. The returned generation
-// is the change counter kept in the lock file.
+// for changes, shared for reads. It waits until the lock is free or ctx is done. The
+// returned generation is the change counter kept in the lock file.
 //
 // A flock belongs to the open descriptor, which all of this process's callers share: the
 // first shared holder takes it and the last one releases it, so reads of one process run in
 // parallel. Callers must not ask for the exclusive lock while they hold the shared one (the
 // Store's own lock sees to that).
-func (f *OSFs) LockStorage(exclusive bool) (generation uint64, err error) {
+//
+// Fairness between processes: flock lets shared holders overlap forever, so a writer could
+// wait behind a stream of reads. Every taker therefore passes a turnstile first, the gate
+// file, which a writer keeps locked while it waits for the data lock: new readers of every
+// process queue at the gate, the current ones finish, and the writer gets in.
+func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (generation uint64, err error) {
+	f.gateMu.Lock()
+	defer f.gateMu.Unlock()
+	f.lockMu.Lock()
+	if f.holders == 0 {
+		if err := f.checkRoot(); err != nil {
+			f.lockMu.Unlock()
+			return 0, err
+		}
+	}
 	if f.lock == nil {
+		f.holders++
+		f.lockMu.Unlock()
 		return 0, nil
 	}
+	f.lockMu.Unlock()
+	if err := flockWait(ctx, f.gate, true); err != nil {
+		return 0, err
+	}
+	defer funlock(f.gate)
 	f.lockMu.Lock()
 	defer f.lockMu.Unlock()
 	if f.holders == 0 {
-		if err := flock(f.lock, exclusive); err != nil {
+		if err := flockWait(ctx, f.lock, exclusive); err != nil {
 			return 0, err
 		}
 	}
@@ -243,7 +449,7 @@ func (f *OSFs) LockStorage(exclusive bool) (generation uint64, err error) {
 
 // SetGeneration records a new change counter; only valid while the lock is held exclusively.
 func (f *OSFs) SetGeneration(generation uint64) error {
-	if f.lock == nil {
+	if f.lock == nil || f.readOnly {
 		return nil
 	}
 	var buf [8]byte
@@ -254,13 +460,33 @@ func (f *OSFs) SetGeneration(generation uint64) error {
 
 // UnlockStorage releases the lock taken by LockStorage.
 func (f *OSFs) UnlockStorage() error {
-	if f.lock == nil {
-		return nil
-	}
 	f.lockMu.Lock()
 	defer f.lockMu.Unlock()
-	if f.holders--; f.holders > 0 {
+	if f.holders--; f.holders > 0 || f.lock == nil {
 		return nil
 	}
 	return funlock(f.lock)
+}
+
+// flockWait takes a flock without blocking in the kernel, retrying with growing pauses
+// until it has it or ctx is done: a blocked flock could not be given up.
+func flockWait(ctx context.Context, file *os.File, exclusive bool) error {
+	pause := 50 * time.Microsecond
+	for {
+		err := tryFlock(file, exclusive)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errWouldBlock) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Millisecond)
+	}
 }

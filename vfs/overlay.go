@@ -3,6 +3,7 @@ package vfs
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -560,9 +561,9 @@ func (o *OverlayFs) SyncDir(name string) error {
 }
 
 // LockStorage takes the upper layer's storage lock, if it has one.
-func (o *OverlayFs) LockStorage(exclusive bool) (uint64, error) {
+func (o *OverlayFs) LockStorage(ctx context.Context, exclusive bool) (uint64, error) {
 	if l, ok := o.upper.(Locker); ok {
-		return l.LockStorage(exclusive)
+		return l.LockStorage(ctx, exclusive)
 	}
 	return 0, nil
 }

@@ -59,6 +59,29 @@ func (p Path) Join(name string) Path { return Path{clean: p.clean + "/" + name} 
 // Contains reports whether q lies strictly below p.
 func (p Path) Contains(q Path) bool { return strings.HasPrefix(q.clean, p.clean+"/") }
 
+// Echo returns an argument as a message may repeat it: whole when it is at most MaxPathBytes
+// long (every path that could be valid), otherwise its first 200 characters followed by
+// "… ({n} characters in all)", so that an error never sends a huge argument back.
+func Echo(s string) string {
+	if len(s) <= MaxPathBytes {
+		return s
+	}
+	return Abbreviate(s, 200)
+}
+
+// Abbreviate returns s whole when it has at most limit characters (code points), otherwise
+// its first limit characters followed by "… ({n} characters in all)".
+func Abbreviate(s string, limit int) string {
+	n := 0
+	for i := range s {
+		if n == limit {
+			return s[:i] + fmt.Sprintf("… (%d characters in all)", utf8.RuneCountInString(s))
+		}
+		n++
+	}
+	return s
+}
+
 // PathErrorKind says which rule of SPEC §1 a path broke.
 type PathErrorKind int
 
@@ -77,15 +100,16 @@ type PathError struct {
 }
 
 func (e *PathError) Error() string {
+	sent := Echo(e.Path)
 	switch e.Kind {
 	case BadCharacters:
-		return fmt.Sprintf("Error: Path %s contains characters that are not allowed", strconv.Quote(e.Path))
+		return fmt.Sprintf("Error: Path %s contains characters that are not allowed", strconv.Quote(sent))
 	case NotUnderRoot:
-		return fmt.Sprintf("Error: Path must be %s or start with %s/, got: %s", Root, Root, e.Path)
+		return fmt.Sprintf("Error: Path must be %s or start with %s/, got: %s", Root, Root, sent)
 	case TooLong:
-		return fmt.Sprintf("Error: Path %s is too long: each name may have at most %d bytes and the whole path at most %d bytes", e.Path, MaxNameBytes, MaxPathBytes)
+		return fmt.Sprintf("Error: Path %s is too long: each name may have at most %d bytes and the whole path at most %d bytes", sent, MaxNameBytes, MaxPathBytes)
 	default:
-		return fmt.Sprintf("Error: Path %s would escape %s directory", e.Path, Root)
+		return fmt.Sprintf("Error: Path %s would escape %s directory", sent, Root)
 	}
 }
 

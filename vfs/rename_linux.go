@@ -14,12 +14,12 @@ import (
 // no symbolic link is followed. Filesystems without the flag fall back to check-then-rename,
 // which the Store's lock still makes safe against other memory-mcp processes.
 func (f *OSFs) renameNoReplace(oldname, newname string) error {
-	oldDir, err := f.root.Open(path.Dir(oldname))
+	oldDir, err := f.root.OpenFile(path.Dir(oldname), openDir, 0)
 	if err != nil {
 		return err
 	}
 	defer oldDir.Close()
-	newDir, err := f.root.Open(path.Dir(newname))
+	newDir, err := f.root.OpenFile(path.Dir(newname), openDir, 0)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/spf13/afero"
+	"golang.org/x/sync/semaphore"
 )
 
 // Optional interfaces a filesystem given to a Store may implement.
@@ -30,10 +32,12 @@ type (
 	}
 
 	// Locker is storage that several processes may serve at once. LockStorage blocks until
-	// it holds the storage-wide lock (exclusive for changes) and returns the change counter
-	// kept with it; SetGeneration stores a new counter while the lock is held exclusively.
+	// it holds the storage-wide lock (exclusive for changes), or ctx is done, and returns the
+	// change counter kept with it; SetGeneration stores a new counter while the lock is held
+	// exclusively. A writer waiting for the lock must get it within a bounded time however
+	// many readers come and go in other processes.
 	Locker interface {
-		LockStorage(exclusive bool) (generation uint64, err error)
+		LockStorage(ctx context.Context, exclusive bool) (generation uint64, err error)
 		SetGeneration(generation uint64) error
 		UnlockStorage() error
 	}
@@ -63,7 +67,11 @@ type Store struct {
 	fs      afero.Fs
 	closers []io.Closer
 
-	mu sync.RWMutex // readers: View; writer: Update
+	// lock admits transactions: a View takes one unit, an Update all of them. Its waiters
+	// are served in order, so a waiting Update holds back Views that come after it (a
+	// stream of overlapping Views cannot starve a writer), and waiting ends with the
+	// call's context.
+	lock *semaphore.Weighted
 
 	cacheMu    sync.Mutex // guards the fields below, which Views may refresh concurrently
 	gen        uint64     // the storage's change counter as this process last knew it
@@ -71,31 +79,70 @@ type Store struct {
 	usage      int64 // bytes of all files at virtual paths; valid when usageKnown
 	usageKnown bool
 
-	access *accessLog // nil unless TrackAccess was called
+	access   *accessLog // nil unless TrackAccess was called
+	readOnly bool       // Update always fails; nothing is written, not even bookkeeping
+}
+
+// ErrReadOnlyStore is returned by Update on a store opened read-only.
+var ErrReadOnlyStore = errors.New("vfs: the store is read-only")
+
+// An Option changes how a store is opened.
+type Option func(*options)
+
+type options struct{ readOnly bool }
+
+// ReadOnly opens a store that refuses every change and writes nothing into the storage:
+// no lock file is created (an existing one is still used to stay out of writers' way), and
+// no access is recorded.
+func ReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // NewStore returns a Store over any afero filesystem whose root directory is /memories.
 // The filesystem must behave like the OS (see MemFs); NewMemoryStore, OpenOSStore and
 // OpenOverlayStore build the three supported ones.
-func NewStore(fsys afero.Fs) *Store { return &Store{fs: fsys} }
+func NewStore(fsys afero.Fs) *Store {
+	return &Store{fs: fsys, lock: semaphore.NewWeighted(maxReaders)}
+}
+
+// maxReaders is the weight of an Update: more Views than this never run at once.
+const maxReaders = 1 << 20
 
 // NewMemoryStore returns an empty store held in memory.
-func NewMemoryStore() *Store { return NewStore(NewMemFs()) }
+func NewMemoryStore(opts ...Option) *Store {
+	s := NewStore(NewMemFs())
+	s.readOnly = collect(opts).readOnly
+	return s
+}
 
-// OpenOSStore opens (creating it, mode 0700, if needed) a host directory as the store.
-func OpenOSStore(dir string) (*Store, error) {
-	osfs, err := NewOSFs(dir)
+// OpenOSStore opens (creating it, mode 0700, if needed) a host directory as the store. A
+// read-only store's directory must exist.
+func OpenOSStore(dir string, opts ...Option) (*Store, error) {
+	o := collect(opts)
+	open := NewOSFs
+	if o.readOnly {
+		open = NewReadOnlyOSFs
+	}
+	osfs, err := open(dir)
 	if err != nil {
 		return nil, err
 	}
 	s := NewStore(osfs)
+	s.readOnly = o.readOnly
 	s.closers = append(s.closers, osfs)
 	return s, nil
 }
 
 // OpenOverlayStore opens a copy-on-write store: lowerDir is read and never written; changes
 // go to upperDir, or to memory when upperDir is "".
-func OpenOverlayStore(lowerDir, upperDir string) (*Store, error) {
+func OpenOverlayStore(lowerDir, upperDir string, opts ...Option) (*Store, error) {
+	o := collect(opts)
 	lower, err := NewReadOnlyOSFs(lowerDir)
 	if err != nil {
 		return nil, err
@@ -103,7 +150,11 @@ func OpenOverlayStore(lowerDir, upperDir string) (*Store, error) {
 	var upper afero.Fs = NewMemFs()
 	closers := []io.Closer{lower}
 	if upperDir != "" {
-		u, err := NewOSFs(upperDir)
+		open := NewOSFs
+		if o.readOnly {
+			open = NewReadOnlyOSFs
+		}
+		u, err := open(upperDir)
 		if err != nil {
 			lower.Close()
 			return nil, err
@@ -119,13 +170,14 @@ func OpenOverlayStore(lowerDir, upperDir string) (*Store, error) {
 		return nil, err
 	}
 	s := NewStore(ov)
+	s.readOnly = o.readOnly
 	s.closers = closers
 	return s, nil
 }
 
-// Close writes the access record (if tracked) and releases the store's directories and locks.
+// Close releases the store's directories and locks.
 func (s *Store) Close() error {
-	errs := []error{s.FlushAccess()}
+	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
 	}
@@ -135,43 +187,65 @@ func (s *Store) Close() error {
 // Fs returns the filesystem behind the store, for tests and tools that inspect storage.
 func (s *Store) Fs() afero.Fs { return s.fs }
 
-// View runs fn with read access to the store.
-func (s *Store) View(fn func(*Tx) error) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	unlock, err := s.lockStorage(false)
+// View runs fn with read access to the store. It waits for the lock at most until ctx is
+// done, and then fails with ctx's error; fn should give up when ctx is done, too (Tree does).
+func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
+	if err := s.lock.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer s.lock.Release(1)
+	unlock, err := s.lockStorage(ctx, false)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return fn(&Tx{s: s})
+	tx := &Tx{s: s, ctx: ctx}
+	err = fn(tx)
+	tx.flushAccess()
+	return err
 }
 
 // Update runs fn with exclusive access to the store: no other transaction of this process,
 // nor of any other process serving the same directory, runs at the same time.
-func (s *Store) Update(fn func(*Tx) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	unlock, err := s.lockStorage(true)
+func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
+	if s.readOnly {
+		return ErrReadOnlyStore
+	}
+	if err := s.lock.Acquire(ctx, maxReaders); err != nil {
+		return err
+	}
+	defer s.lock.Release(maxReaders)
+	unlock, err := s.lockStorage(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	err = fn(&Tx{s: s, write: true})
+	tx := &Tx{s: s, ctx: ctx, write: true}
+	err = fn(tx)
 	if err != nil {
 		// A change that failed half-way may have changed sizes it did not account for.
-		s.usageKnown = false
+		s.setUsageUnknown()
 	}
+	tx.flushAccess()
 	return err
 }
 
-func (s *Store) lockStorage(exclusive bool) (unlock func(), err error) {
+func (s *Store) setUsageUnknown() {
+	s.cacheMu.Lock()
+	s.usageKnown = false
+	s.cacheMu.Unlock()
+}
+
+func (s *Store) lockStorage(ctx context.Context, exclusive bool) (unlock func(), err error) {
 	l, ok := s.fs.(Locker)
 	if !ok {
 		return func() {}, nil
 	}
-	gen, err := l.LockStorage(exclusive)
+	gen, err := l.LockStorage(ctx, exclusive)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("lock storage: %w", err)
 	}
 	s.cacheMu.Lock()
@@ -193,9 +267,14 @@ func (s *Store) lockStorage(exclusive bool) (unlock func(), err error) {
 // Tx is one transaction on a Store. Its methods take validated virtual paths.
 type Tx struct {
 	s       *Store
+	ctx     context.Context
 	write   bool
-	changed bool // the generation was bumped for this transaction
+	changed bool     // the generation was bumped for this transaction
+	journal []string // access events to record when the transaction ends
 }
+
+// ReadOnly reports whether the store refuses every change.
+func (s *Store) ReadOnly() bool { return s.readOnly }
 
 // ErrReadOnlyTx is returned by a change attempted inside View.
 var ErrReadOnlyTx = errors.New("vfs: change inside a read-only transaction")
@@ -224,18 +303,22 @@ func (tx *Tx) beforeChange() error {
 // Stat describes the entry at p without following a final symbolic link. A symbolic link
 // anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
 // that points outside. A path that runs through a file reports IsNotExist.
-func (tx *Tx) Stat(p Path) (fs.FileInfo, error) {
+func (tx *Tx) Stat(p Path) (Entry, error) {
 	name := p.Name()
 	fi, err := tx.lstat(name)
 	if err != nil {
-		return nil, err
+		return Entry{}, err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if _, err := tx.s.fs.Stat(name); errors.Is(err, ErrEscape) {
-			return nil, err
+			return Entry{}, err
 		}
 	}
-	return fi, nil
+	e := Entry{Name: fi.Name(), Mode: fi.Mode().Type()}
+	if e.IsRegular() {
+		e.Size = fi.Size()
+	}
+	return e, nil
 }
 
 func (tx *Tx) lstat(name string) (fs.FileInfo, error) {
@@ -258,9 +341,9 @@ func (tx *Tx) ReadFile(p Path) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: fs.ErrInvalid}
+		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: ErrNotRegular}
 	}
-	tx.s.access.touch(p.Name())
+	tx.touch(p.Name())
 	// One allocation of the right size; the +1 lets ReadAll see EOF without growing.
 	buf := make([]byte, 0, fi.Size()+1)
 	for {
@@ -302,7 +385,10 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 		return err
 	}
 	var old int64
-	if tx.s.usageKnown {
+	tx.s.cacheMu.Lock()
+	known := tx.s.usageKnown
+	tx.s.cacheMu.Unlock()
+	if known {
 		if fi, err := tx.s.fs.Stat(p.Name()); err == nil {
 			old = fi.Size()
 		}
@@ -310,9 +396,16 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 	if err := tx.writeAtomic(p.Name(), data, false); err != nil {
 		return err
 	}
-	tx.s.usage += int64(len(data)) - old
-	tx.s.access.touch(p.Name())
+	tx.s.addUsage(int64(len(data)) - old)
+	tx.touch(p.Name())
 	return nil
+}
+
+// addUsage adjusts the known total by delta (a no-op while the total is unknown).
+func (s *Store) addUsage(delta int64) {
+	s.cacheMu.Lock()
+	s.usage += delta
+	s.cacheMu.Unlock()
 }
 
 // CreateFile creates a new file at p with data as its content, creating missing parent
@@ -321,15 +414,42 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 	if err := tx.beforeChange(); err != nil {
 		return err
 	}
-	if err := tx.s.fs.MkdirAll(p.Parent().Name(), 0o700); err != nil {
+	undo, err := tx.mkdirParents(p)
+	if err != nil {
 		return err
 	}
 	if err := tx.writeAtomic(p.Name(), data, true); err != nil {
+		undo()
 		return err
 	}
-	tx.s.usage += int64(len(data))
-	tx.s.access.touch(p.Name())
+	tx.s.addUsage(int64(len(data)))
+	tx.touch(p.Name())
 	return nil
+}
+
+// mkdirParents creates the missing parent directories of p. undo removes the ones it
+// created, for a change that then fails: a refused change leaves nothing behind.
+func (tx *Tx) mkdirParents(p Path) (undo func(), err error) {
+	var missing []string // deepest first
+	for q := p.Parent(); !q.IsRoot(); q = q.Parent() {
+		if _, err := tx.lstat(q.Name()); err == nil {
+			break
+		}
+		missing = append(missing, q.Name())
+	}
+	undo = func() {
+		for _, name := range missing {
+			tx.s.fs.Remove(name) // only if still empty: Remove never deletes a non-empty directory
+		}
+	}
+	if len(missing) == 0 {
+		return func() {}, nil
+	}
+	if err := tx.s.fs.MkdirAll(p.Parent().Name(), 0o700); err != nil {
+		undo()
+		return nil, err
+	}
+	return undo, nil
 }
 
 // writeAtomic writes a temporary file beside the target, flushes it, renames it over the
@@ -409,8 +529,8 @@ func (tx *Tx) RemoveAll(p Path) (int64, error) {
 	if err := tx.s.fs.RemoveAll(p.Name()); err != nil {
 		return 0, err
 	}
-	tx.s.usage -= size
-	tx.s.access.forget(p.Name())
+	tx.s.addUsage(-size)
+	tx.forget(p.Name())
 	return size, tx.syncDir(p.Parent().Name())
 }
 
@@ -424,13 +544,15 @@ func (tx *Tx) Rename(oldp, newp Path) error {
 	if err := tx.beforeChange(); err != nil {
 		return err
 	}
-	if err := tx.s.fs.MkdirAll(newp.Parent().Name(), 0o700); err != nil {
+	undo, err := tx.mkdirParents(newp)
+	if err != nil {
 		return err
 	}
 	if err := tx.renameNoReplace(oldp.Name(), newp.Name()); err != nil {
+		undo()
 		return err
 	}
-	tx.s.access.move(oldp.Name(), newp.Name())
+	tx.move(oldp.Name(), newp.Name())
 	if err := tx.syncDir(oldp.Parent().Name()); err != nil {
 		return err
 	}
@@ -443,14 +565,19 @@ func (tx *Tx) Rename(oldp, newp Path) error {
 // In a change transaction the walk also removes temporary files that a crash left behind:
 // no other writer can be using them while the exclusive lock is held.
 func (tx *Tx) Usage() (int64, error) {
-	if tx.s.usageKnown {
-		return tx.s.usage, nil
+	tx.s.cacheMu.Lock()
+	usage, known := tx.s.usage, tx.s.usageKnown
+	tx.s.cacheMu.Unlock()
+	if known {
+		return usage, nil
 	}
 	var total int64
 	if err := tx.walkFiles("", tx.write, func(_ string, size int64) { total += size }); err != nil {
 		return 0, err
 	}
+	tx.s.cacheMu.Lock()
 	tx.s.usage, tx.s.usageKnown = total, true
+	tx.s.cacheMu.Unlock()
 	return total, nil
 }
 
@@ -473,28 +600,39 @@ func (tx *Tx) sizeOf(name string) (int64, error) {
 // walkFiles calls fn for every regular file below dir, hidden ones included, bookkeeping
 // not. With sweep it also removes the temporary files that a crash left behind.
 func (tx *Tx) walkFiles(dir string, sweep bool, fn func(name string, size int64)) error {
-	d, err := tx.s.fs.Open(dir)
+	d, err := tx.openDir(dir)
 	if err != nil {
 		return err
 	}
-	infos, err := d.Readdir(-1)
-	d.Close()
+	return tx.walkFilesIn(d, dir, sweep, fn)
+}
+
+func (tx *Tx) walkFilesIn(d dirHandle, dir string, sweep bool, fn func(name string, size int64)) error {
+	defer d.close()
+	if err := tx.ctx.Err(); err != nil {
+		return err
+	}
+	entries, err := d.entries()
 	if err != nil {
 		return err
 	}
-	for _, fi := range infos {
-		name := path.Join(dir, fi.Name())
+	for _, e := range entries {
+		name := path.Join(dir, e.Name)
 		switch {
-		case IsBookkeeping(fi.Name()):
-			if sweep && strings.HasPrefix(fi.Name(), tmpPrefix) {
+		case IsBookkeeping(e.Name):
+			if sweep && strings.HasPrefix(e.Name, tmpPrefix) {
 				tx.s.fs.Remove(name)
 			}
-		case fi.IsDir():
-			if err := tx.walkFiles(name, sweep, fn); err != nil {
+		case e.IsDir():
+			child, err := d.child(e.Name)
+			if err != nil {
+				continue // no longer a directory
+			}
+			if err := tx.walkFilesIn(child, name, sweep, fn); err != nil {
 				return err
 			}
-		case fi.Mode().IsRegular():
-			fn(name, fi.Size())
+		case e.IsRegular():
+			fn(name, e.Size)
 		}
 	}
 	return nil
