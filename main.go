@@ -339,7 +339,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	log.Info().Str("transport", c.transport).Str("backend", c.backend).Str("store", where).Str("tools", c.tools).Str("version", buildVersion()).Msg("memory-mcp starting")
 
 	if c.transport == "stdio" {
-		err = srv.ServeStdio(ctx, stdin, stdout)
+		err = srv.ServeStdio(ctx, stdin, stdout, c.maxRequestBytes)
 	} else {
 		var ln net.Listener
 		ln, err = net.Listen("tcp", c.addr)

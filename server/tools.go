@@ -17,14 +17,14 @@ const (
 	createDesc = "Create a new memory file at path (below /memories) with exactly file_text as its content; " +
 		"missing parent directories are created. It never overwrites: if the path exists the call fails, so edit " +
 		"existing files with str_replace or insert instead."
-	strReplaceDesc = "Replace text in a memory file. old_str must appear exactly once in the file, matching " +
+	strReplaceDesc = "Replace text in a memory file at path (below /memories). old_str must appear exactly once in the file, matching " +
 		"character for character (it may span several lines). new_str takes its place; omit new_str to delete old_str. " +
 		"Returns the edited lines with line numbers. If old_str appears zero or several times nothing changes and the " +
 		"error says where it was found."
-	insertDesc = "Insert insert_text into a memory file after line insert_line: 0 inserts before the first line, " +
+	insertDesc = "Insert insert_text into a memory file at path (below /memories) after line insert_line: 0 inserts before the first line, " +
 		"N after line N (lines are numbered from 1 as view shows them; the largest valid value is the number of lines). " +
 		"The text goes in as whole lines; one trailing newline of insert_text is ignored."
-	deleteDesc = "Delete a memory file, or a directory with everything in it. /memories itself cannot be deleted. " +
+	deleteDesc = "Delete a memory file or directory at path (below /memories), with everything in it. /memories itself cannot be deleted. " +
 		"There is no undo."
 	renameDesc = "Rename or move a memory file or directory from old_path to new_path (both below /memories); " +
 		"missing parent directories of new_path are created. It never overwrites: the call fails if new_path exists."

@@ -20,36 +20,6 @@ import (
 // ShutdownTimeout is how long a stopping server lets running tool calls finish.
 const ShutdownTimeout = 5 * time.Second
 
-// ServeStdio serves one client over in and out (stdin and stdout) until in ends or ctx is
-// cancelled; then it lets running calls finish (at most ShutdownTimeout) and returns nil.
-// Nothing but protocol messages is written to out.
-func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	stdio := mcpserver.NewStdioServer(s.mcp)
-	stdio.SetErrorLogger(stdlog.New(sdkLogger(s.log).With().Str("transport", "stdio").Logger(), "", 0))
-	listenCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- stdio.Listen(listenCtx, in, out) }()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
-			return err
-		}
-		return nil
-	case <-ctx.Done():
-	}
-	s.log.Info().Msg("stopping: letting running calls finish")
-	if !s.drain(ShutdownTimeout) {
-		s.log.Warn().Msg("calls still running after the shutdown timeout; stopping anyway")
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-	}
-	return nil
-}
-
 // HTTPOptions configure the HTTP transports.
 type HTTPOptions struct {
 	// Transport is "http" (Streamable HTTP at /mcp) or "sse" (the legacy HTTP+SSE transport
