@@ -55,7 +55,10 @@ type config struct {
 	rootSet                                                    bool
 	tenants, secrets                                           string
 	insecureNoAuth, readOnly, expireDryRun                     bool
-	expireAfter, callTimeout                                   time.Duration
+	expireAfter, callTimeout, sessionIdle                      time.Duration
+	allowedOrigins                                             string
+	maxSessions, maxSessionsPerTenant, maxInflight             int
+	maxInflightBytes                                           int64
 }
 
 // usageError is a bad flag or value: one line on stderr, exit status 2.
@@ -86,6 +89,12 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.expireDryRun, "expire-dry-run", false, "with -expire-after: only log what would be deleted")
 	fs.DurationVar(&c.callTimeout, "call-timeout", handlers.DefaultTimeout, "longest a tool call may take (waiting for the storage included) before it fails with a storage error")
 	fs.StringVar(&c.secrets, "secrets", "reject", "reject (refuse text that looks like a credential) or off")
+	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated web origins (such as https://app.example.com) whose pages may call the http and sse transports; requests from any other origin get 403 (a local page may call a loopback listener)")
+	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "Streamable HTTP sessions end after this long without a request")
+	fs.IntVar(&c.maxSessions, "max-sessions", 1000, "most Streamable HTTP sessions at once; beyond it the least recently used ends")
+	fs.IntVar(&c.maxSessionsPerTenant, "max-sessions-per-tenant", 100, "most Streamable HTTP sessions of one tenant at once")
+	fs.IntVar(&c.maxInflight, "max-inflight", 64, "most HTTP requests being read or executed at once (a quarter of it per tenant); beyond it 503 with Retry-After")
+	fs.Int64Var(&c.maxInflightBytes, "max-inflight-bytes", 32<<20, "most bytes of HTTP request bodies held at once (half of it per tenant); beyond it 503 with Retry-After")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -180,6 +189,8 @@ func (c *config) validate(rest []string) error {
 		return usageError{"-expire-dry-run needs -expire-after"}
 	case c.callTimeout <= 0:
 		return usageError{"-call-timeout must be positive"}
+	case c.sessionIdle <= 0, c.maxSessions <= 0, c.maxSessionsPerTenant <= 0, c.maxInflight <= 0, c.maxInflightBytes <= 0:
+		return usageError{"-session-idle, -max-sessions, -max-sessions-per-tenant, -max-inflight and -max-inflight-bytes must be positive"}
 	}
 	switch {
 	case len(rest) == 0:
@@ -352,7 +363,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			path = "/sse"
 		}
 		log.Info().Str("addr", ln.Addr().String()).Str("url", "http://"+ln.Addr().String()+path).Msg("listening")
-		err = srv.ServeHTTP(ctx, server.HTTPOptions{Transport: c.transport, Listener: ln, MaxRequestBytes: c.maxRequestBytes})
+		limits := server.DefaultLimits()
+		limits.Requests, limits.PerTenant, limits.RequestBytes = c.maxInflight, max(1, c.maxInflight/4), c.maxInflightBytes
+		var origins []string
+		for _, o := range strings.Split(c.allowedOrigins, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				origins = append(origins, strings.TrimSuffix(o, "/"))
+			}
+		}
+		err = srv.ServeHTTP(ctx, server.HTTPOptions{
+			Transport: c.transport, Listener: ln, MaxRequestBytes: c.maxRequestBytes,
+			Limits:         limits,
+			Sessions:       server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant},
+			AllowedOrigins: origins,
+		})
 	}
 	if err != nil {
 		log.Error().Err(err).Msg("server stopped with an error")

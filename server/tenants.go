@@ -148,24 +148,3 @@ func sessionOf(r *http.Request) string {
 	}
 	return r.URL.Query().Get("sessionId")
 }
-
-// authorize lets a request through only with a tenant's valid token, and only into a
-// session that tenant opened; anything else gets 401 and touches nothing.
-func (s *Server) authorize(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := s.authenticate(r)
-		if t != nil {
-			if id := sessionOf(r); id != "" {
-				if owner, ok := s.sessions.Load(id); ok && owner != t.Name {
-					t = nil
-				}
-			}
-		}
-		if t == nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="memory-mcp"`)
-			http.Error(w, "Unauthorized: send Authorization: Bearer <token> with a token from the tenants file", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, t)))
-	})
-}

@@ -1,15 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -29,18 +26,65 @@ type HTTPOptions struct {
 	Listener net.Listener
 	// MaxRequestBytes caps a request body; a larger one gets 413.
 	MaxRequestBytes int64
+	// Limits bound the work and streams in flight (zero: DefaultLimits).
+	Limits Limits
+	// Sessions bound the Streamable HTTP sessions (zero: DefaultSessionLimits).
+	Sessions SessionLimits
+	// AllowedOrigins are the web origins (scheme://host[:port]) whose pages may call the
+	// server; any other request carrying an Origin is refused, except a local page on a
+	// loopback listener.
+	AllowedOrigins []string
+	// Timeouts: reading a request's headers, then its body; writing each part of a
+	// response (a client that does not read its event stream for that long is
+	// disconnected); and keeping an idle connection. Zero: DefaultTimeouts.
+	Timeouts Timeouts
+	// Now is the clock for session expiry (time.Now when nil).
+	Now func() time.Time
 }
+
+// Timeouts of the HTTP transports.
+type Timeouts struct {
+	Header, Body, Write, Idle time.Duration
+}
+
+// DefaultTimeouts: 10 s for headers, 30 s for a body, 30 s per write, 60 s idle.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{Header: 10 * time.Second, Body: 30 * time.Second, Write: 30 * time.Second, Idle: 60 * time.Second}
+}
+
+// maxConns is the number of open connections beyond which idle keep-alive connections are
+// closed to make room.
+const maxConns = 1024
 
 // ServeHTTP serves until ctx is cancelled, then stops accepting connections, lets running
 // calls finish (at most ShutdownTimeout), closes the remaining streams and returns nil.
 func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
+	if opts.Limits == (Limits{}) {
+		opts.Limits = DefaultLimits()
+	}
+	if opts.Sessions.Idle == 0 && opts.Sessions.Max == 0 {
+		key := opts.Sessions.Key
+		opts.Sessions = DefaultSessionLimits()
+		opts.Sessions.Key = key
+	}
+	if opts.Timeouts == (Timeouts{}) {
+		opts.Timeouts = DefaultTimeouts()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	sdkLog := slog.New(zerolog.NewSlogHandler(sdkLogger(s.log)))
+	conns := newConnTracker(maxConns)
 	httpServer := &http.Server{
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: opts.Timeouts.Header,
+		IdleTimeout:       opts.Timeouts.Idle,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         conns.track,
 		ErrorLog:          stdlog.New(sdkLogger(s.log).With().Str("component", "net/http").Logger(), "", 0),
 	}
 	mux := http.NewServeMux()
 	var closeStreams func()
+	sessions := newSessionTable(opts.Sessions, opts.Now)
 	switch opts.Transport {
 	case "sse":
 		sse := mcpserver.NewSSEServer(s.mcp,
@@ -56,15 +100,38 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 			mcpserver.WithHTTPContextFunc(copyTenant),
 			mcpserver.WithStreamableHTTPLogger(sdkLog),
 			mcpserver.WithStreamableHTTPServer(httpServer),
+			mcpserver.WithSessionIdManagerResolver(sessions),
 			mcpserver.WithHeartbeatInterval(30*time.Second))
+		// Ending a session also releases what mcp-go keeps for it: the same as the
+		// client's DELETE, sent to mcp-go directly.
+		sessions.end = func(id string) {
+			r, _ := http.NewRequest(http.MethodDelete, "/mcp", nil)
+			r.Header.Set(mcpserver.HeaderKeySessionID, id)
+			streamable.ServeHTTP(&discardWriter{}, r)
+		}
 		mux.Handle("/mcp", streamable)
 		closeStreams = func() { streamable.CloseSessions(context.Background()) }
+		go func() {
+			every := min(max(opts.Sessions.Idle/4, time.Second), time.Minute)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					sessions.sweep()
+				}
+			}
+		}()
 	}
-	var handler http.Handler = mux
-	if len(s.tenants) > 0 {
-		handler = s.authorize(mux)
+	g := &gate{
+		s: s, next: mux, opts: opts, sessions: sessions,
+		loopback: isLoopback(opts.Listener.Addr()),
+		budget:   newBudget(opts.Limits),
+		sse:      map[string]*sseStream{},
 	}
-	httpServer.Handler = guard(handler, opts.MaxRequestBytes, isLoopback(opts.Listener.Addr()))
+	httpServer.Handler = g
 
 	done := make(chan error, 1)
 	go func() { done <- httpServer.Serve(opts.Listener) }()
@@ -94,47 +161,6 @@ func isLoopback(addr net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
-// guard refuses, before any MCP handling, what a local memory server must not serve: on a
-// loopback listener, a request whose Host or Origin names another host (DNS rebinding: a
-// web page in the user's browser talking to the server) gets 403; a body over maxBytes
-// gets 413.
-func guard(next http.Handler, maxBytes int64, loopback bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if loopback && (!loopbackHost(r.Host) || !loopbackOrigin(r.Header.Get("Origin"))) {
-			http.Error(w, "Forbidden: this server only answers requests addressed to the local host", http.StatusForbidden)
-			return
-		}
-		if r.Body != nil && maxBytes > 0 {
-			if r.ContentLength > maxBytes {
-				tooLarge(w)
-				return
-			}
-			if r.ContentLength < 0 {
-				// Unknown length (chunked): read up to the cap to decide now, not half-way
-				// through the SDK's parsing.
-				body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
-				if err != nil {
-					http.Error(w, "Bad request body", http.StatusBadRequest)
-					return
-				}
-				if int64(len(body)) > maxBytes {
-					tooLarge(w)
-					return
-				}
-				r.Body = io.NopCloser(bytes.NewReader(body))
-			} else {
-				r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func tooLarge(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
-	http.Error(w, "Request too large", http.StatusRequestEntityTooLarge)
-}
-
 func loopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
@@ -146,12 +172,4 @@ func loopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func loopbackOrigin(origin string) bool {
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && loopbackHost(u.Host)
 }

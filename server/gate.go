@@ -1,0 +1,346 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// gate is everything an HTTP request passes before mcp-go sees it, in this order:
+//
+//  1. Host and Origin: a request whose Origin is not allowed is refused (403), and on a
+//     loopback listener so is one addressed to another host (DNS rebinding).
+//  2. The bearer token, when there are tenants: checked before any byte of the body is
+//     read; without a valid one, 401 and the connection is closed.
+//  3. Room: a request takes a share of the work-in-flight budget (by count and body size,
+//     globally and per tenant), a stream a share of the stream budget; without room, 503
+//     with Retry-After.
+//  4. The body, read whole under a deadline and a size cap (413).
+//  5. Writes with a deadline each, so a client that stops reading is disconnected.
+type gate struct {
+	s        *Server
+	next     http.Handler
+	opts     HTTPOptions
+	loopback bool
+	budget   *budget
+	sessions *sessionTable
+
+	mu  sync.Mutex
+	sse map[string]*sseStream // legacy SSE sessions by id: their responses not yet sent
+}
+
+// sseStream counts the responses an SSE session owes its client.
+type sseStream struct{ pending atomic.Int64 }
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.originAllowed(r) {
+		refuse(w, http.StatusForbidden, "Forbidden: requests from this web origin are not allowed (see -allowed-origins)")
+		return
+	}
+	if g.loopback && !loopbackHost(r.Host) {
+		refuse(w, http.StatusForbidden, "Forbidden: this server only answers requests addressed to the local host")
+		return
+	}
+	tenant := ""
+	if len(g.s.tenants) > 0 {
+		t := g.s.authenticate(r)
+		if t != nil && !g.s.ownsSession(t, r, g.sessions) {
+			t = nil
+		}
+		if t == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="memory-mcp"`)
+			refuse(w, http.StatusUnauthorized, "Unauthorized: send Authorization: Bearer <token> with a token from the tenants file")
+			return
+		}
+		tenant = t.Name
+		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+	}
+	switch r.Method {
+	case http.MethodGet:
+		g.serveStream(w, r, tenant)
+	case http.MethodPost:
+		g.servePost(w, r, tenant)
+	default:
+		g.next.ServeHTTP(&deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}, r)
+	}
+}
+
+// refuse answers with an error and closes the connection: the rest of the request, if it
+// has a body, is not worth reading.
+func refuse(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, status)
+}
+
+func busy(w http.ResponseWriter, what string) {
+	w.Header().Set("Retry-After", "1")
+	refuse(w, http.StatusServiceUnavailable, "Service busy: too many "+what+" in flight; retry shortly")
+}
+
+// originAllowed: no Origin (not a browser), a listed origin, or on a loopback listener a
+// page served from the local host.
+func (g *gate) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if slices.Contains(g.opts.AllowedOrigins, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return g.loopback && err == nil && u.Host != "" && loopbackHost(u.Host)
+}
+
+// serveStream serves a long-lived event stream (GET /mcp, GET /sse) within the stream
+// budget.
+func (g *gate) serveStream(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !g.budget.stream(tenant) {
+		busy(w, "event streams")
+		return
+	}
+	defer g.budget.endStream(tenant)
+	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
+	if r.URL.Path == "/sse" {
+		dw.sse = g
+		defer dw.endSSE()
+	}
+	g.next.ServeHTTP(dw, r)
+}
+
+// servePost reads a request's body within the budget, size cap and deadline, then hands
+// it on. A subscriptions/listen request becomes a stream once read.
+func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) {
+	max := g.opts.MaxRequestBytes
+	if r.ContentLength > max {
+		refuse(w, http.StatusRequestEntityTooLarge, "Request too large")
+		return
+	}
+	size := r.ContentLength
+	if size < 0 {
+		size = max // unknown length: it may take up to the cap
+	}
+	size += 16 << 10 // what any request costs besides its body
+	if !g.budget.request(tenant, size) {
+		busy(w, "requests")
+		return
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			g.budget.release(tenant, size)
+		}
+	}
+	defer release()
+
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(g.opts.Timeouts.Body))
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	rc.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			refuse(w, http.StatusRequestTimeout, "Request body not received in time")
+			return
+		}
+		refuse(w, http.StatusBadRequest, "Bad request body")
+		return
+	case int64(len(body)) > max:
+		refuse(w, http.StatusRequestEntityTooLarge, "Request too large")
+		return
+	}
+	if fixed, changed := quoteHugeNumbers(body); changed {
+		body = fixed
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
+
+	if bytes.Contains(body, []byte(mcp.MethodSubscriptionsListen)) && method(body) == string(mcp.MethodSubscriptionsListen) {
+		release()
+		g.serveStream(w, r, tenant)
+		return
+	}
+	if r.URL.Path == "/message" {
+		st := g.sseSession(r.URL.Query().Get("sessionId"))
+		if st != nil && hasID(body) {
+			if st.pending.Add(1) > int64(g.opts.Limits.Pending) {
+				st.pending.Add(-1)
+				busy(w, "responses waiting for this SSE client")
+				return
+			}
+		}
+	}
+	g.next.ServeHTTP(dw, r)
+}
+
+func method(body []byte) string {
+	var head struct {
+		Method string `json:"method"`
+	}
+	json.Unmarshal(body, &head)
+	return head.Method
+}
+
+func hasID(body []byte) bool {
+	var head struct {
+		ID json.RawMessage `json:"id"`
+	}
+	return json.Unmarshal(body, &head) == nil && len(head.ID) > 0 && string(head.ID) != "null"
+}
+
+func (g *gate) sseSession(id string) *sseStream {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sse[id]
+}
+
+// deadlineWriter gives every write of a response a deadline, so a client that stops
+// reading is disconnected instead of holding the server's memory, and strips a wildcard
+// Access-Control-Allow-Origin (mcp-go's SSE transport sets one; the gate decides origins).
+// On a legacy SSE stream it also learns the session's id from the endpoint event and counts
+// the responses it delivers.
+type deadlineWriter struct {
+	http.ResponseWriter
+	timeout time.Duration
+	wrote   bool
+
+	sse     *gate
+	session string
+	stream  *sseStream
+}
+
+func (w *deadlineWriter) prepare() {
+	if !w.wrote {
+		w.wrote = true
+		if w.Header().Get("Access-Control-Allow-Origin") == "*" {
+			w.Header().Del("Access-Control-Allow-Origin")
+		}
+	}
+	if w.timeout > 0 {
+		http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.prepare()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.prepare()
+	if w.sse != nil {
+		w.watchSSE(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *deadlineWriter) Flush() {
+	w.prepare()
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// watchSSE follows a legacy SSE stream: its first event names the session's message
+// endpoint (and so its id); each response event settles one pending request.
+func (w *deadlineWriter) watchSSE(b []byte) {
+	if w.stream == nil {
+		_, q, ok := strings.Cut(string(b), "sessionId=")
+		if !ok {
+			return
+		}
+		id, _, _ := strings.Cut(q, "\r")
+		id, _, _ = strings.Cut(id, "\n")
+		id, _, _ = strings.Cut(id, "&")
+		w.session, w.stream = id, &sseStream{}
+		w.sse.mu.Lock()
+		w.sse.sse[id] = w.stream
+		w.sse.mu.Unlock()
+		return
+	}
+	if bytes.HasPrefix(b, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":")) {
+		w.stream.pending.Add(-1)
+	}
+}
+
+func (w *deadlineWriter) endSSE() {
+	if w.stream != nil {
+		w.sse.mu.Lock()
+		delete(w.sse.sse, w.session)
+		w.sse.mu.Unlock()
+	}
+}
+
+// ownsSession reports whether the request may use the session it names: a session belongs
+// to the tenant that opened it (a signed Streamable HTTP id says whose it is; a legacy SSE
+// session is looked up).
+func (s *Server) ownsSession(t *Tenant, r *http.Request, sessions *sessionTable) bool {
+	if id := r.Header.Get(mcpserver.HeaderKeySessionID); id != "" {
+		if strings.HasPrefix(id, sessionPrefix) && !sessions.verify(id, t.Name) && sessions.verifyAny(id) {
+			return false
+		}
+	}
+	id := sessionOf(r)
+	if id == "" {
+		return true
+	}
+	owner, ok := s.sessions.Load(id)
+	return !ok || owner == t.Name
+}
+
+// connTracker closes idle keep-alive connections when more than max connections are open,
+// so that parked connections cannot use up the process's file descriptors.
+type connTracker struct {
+	mu   sync.Mutex
+	max  int
+	open int
+	idle map[net.Conn]time.Time
+}
+
+func newConnTracker(max int) *connTracker {
+	return &connTracker{max: max, idle: map[net.Conn]time.Time{}}
+}
+
+func (c *connTracker) track(conn net.Conn, state http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		c.open++
+		// Close the oldest idle connections beyond the cap; each reports StateClosed.
+		for excess := c.open - c.max; excess > 0 && len(c.idle) > 0; excess-- {
+			var oldest net.Conn
+			var at time.Time
+			for ic, t := range c.idle {
+				if oldest == nil || t.Before(at) {
+					oldest, at = ic, t
+				}
+			}
+			delete(c.idle, oldest)
+			oldest.Close()
+		}
+	case http.StateIdle:
+		c.idle[conn] = time.Now()
+	case http.StateActive:
+		delete(c.idle, conn)
+	case http.StateClosed, http.StateHijacked:
+		delete(c.idle, conn)
+		c.open--
+	}
+}
