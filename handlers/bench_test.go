@@ -3,10 +3,14 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // benchBackends are the stores the benchmarks run on: memory shows the handlers' own cost,
@@ -168,6 +172,38 @@ func BenchmarkSmallFile(b *testing.B) {
 				exec(b, map[string]any{"command": "create", "path": "/memories/doomed.md", "file_text": "x"})
 				b.StartTimer()
 				exec(b, map[string]any{"command": "delete", "path": "/memories/doomed.md"})
+			}
+		})
+	}
+}
+
+// BenchmarkListingDepth lists /memories over chains of 1,000 and 2,000 nested directories
+// and over one directory of 2,000 files: the cost grows linearly with the chain (each
+// directory is opened relative to its parent, once), not with the square of its depth.
+func BenchmarkListingDepth(b *testing.B) {
+	for _, shape := range []string{"chain-1000", "chain-2000", "flat-2000"} {
+		b.Run(shape, func(b *testing.B) {
+			dir := b.TempDir()
+			if n, ok := strings.CutPrefix(shape, "chain-"); ok {
+				levels, _ := strconv.Atoi(n)
+				deepChain(b, dir, levels)
+			} else {
+				for i := range 2000 {
+					os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), []byte("12345"), 0o600)
+				}
+			}
+			s, err := vfs.OpenOSStore(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			h := handlers.New(s, handlers.DefaultLimits())
+			ctx := context.Background()
+			b.ResetTimer()
+			for b.Loop() {
+				if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}); res.IsError {
+					b.Fatal(res.Text)
+				}
 			}
 		})
 	}

@@ -120,3 +120,62 @@ func TestReadOnly(t *testing.T) {
 		t.Errorf("view: %s", res.Text)
 	}
 }
+
+// The three ways around the guard that an attack found: a token completed by a later edit
+// (or joined by deleting what separated its halves), a token in a path, and a password
+// that merely starts like a placeholder. Complete placeholder forms stay accepted.
+func TestSecretGuardBypasses(t *testing.T) {
+	ctx := context.Background()
+	const token = "ghp_R7xK2mP9qL4vN8wT3yB6cF1hJ5sD0gA2eZ4u"
+	newH := func() *handlers.Handlers {
+		return handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
+	}
+	refusedText := "Error: The text contains what looks like a GitHub token on line 2; memory files must not store credentials. Remove it and try again."
+	refusedPath := "Error: The path contains what looks like a GitHub token; memory paths must not hold credentials. Choose another name."
+
+	h := newH()
+	if res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "notes\nexport GITHUB_TOKEN=" + token[:20] + "\n"}); res.IsError {
+		t.Fatalf("the first half alone is not a token: %s", res.Text)
+	}
+	res := h.Exec(ctx, map[string]any{"command": "str_replace", "path": "/memories/a.md", "old_str": token[10:20], "new_str": token[10:]})
+	if res.Text != refusedText {
+		t.Errorf("token completed by str_replace:\n got %q\nwant %q", res.Text, refusedText)
+	}
+	res = h.Exec(ctx, map[string]any{"command": "insert", "path": "/memories/a.md", "insert_line": float64(3), "insert_text": "unrelated line"})
+	if res.IsError {
+		t.Errorf("an edit elsewhere must not be refused: %s", res.Text)
+	}
+
+	h = newH()
+	h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/b.md", "file_text": "x\n" + token[:20] + " CUT " + token[20:] + "\n"})
+	if res := h.Exec(ctx, map[string]any{"command": "str_replace", "path": "/memories/b.md", "old_str": " CUT "}); res.Text != refusedText {
+		t.Errorf("token joined by deleting its middle:\n got %q\nwant %q", res.Text, refusedText)
+	}
+
+	h = newH()
+	for _, call := range []map[string]any{
+		{"command": "create", "path": "/memories/" + token + ".md", "file_text": "x"},
+		{"command": "rename", "old_path": "/memories/b.md", "new_path": "/memories/keys/" + token},
+	} {
+		h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/b.md", "file_text": "b"})
+		if res := h.Exec(ctx, call); res.Text != refusedPath || res.Code != handlers.CodeSecret {
+			t.Errorf("%v:\n got %q (%s)\nwant %q", call, res.Text, res.Code, refusedPath)
+		}
+	}
+	if view := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}); strings.Contains(view.Text, "ghp_") {
+		t.Errorf("something was written:\n%s", view.Text)
+	}
+
+	for _, pw := range []string{"$uperS3cret2024", "%41bcS3cret", "{{S3cret99", "$", "%x", "<abc"} {
+		text := "DATABASE_URL=postgres://admin:" + pw + "@db/app"
+		if res := newH().Exec(ctx, map[string]any{"command": "create", "path": "/memories/db.md", "file_text": text}); !res.IsError {
+			t.Errorf("password %q was taken for a placeholder", pw)
+		}
+	}
+	for _, pw := range []string{"${DB_PASSWORD}", "%DB_PASSWORD%", "<password>", "<db password>", "********", "password", "xxxx"} {
+		text := "DATABASE_URL=postgres://admin:" + pw + "@db/app"
+		if res := newH().Exec(ctx, map[string]any{"command": "create", "path": "/memories/db.md", "file_text": text}); res.IsError {
+			t.Errorf("placeholder %q refused: %s", pw, res.Text)
+		}
+	}
+}

@@ -189,6 +189,9 @@ func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res hand
 	ev = ev.Str("tool", tool).Str("command", cmd)
 	for _, k := range []string{"path", "old_path", "new_path"} {
 		if v, ok := args[k].(string); ok {
+			if len(v) > vfs.MaxPathBytes || handlers.HasSecret(v) {
+				v = "[redacted]" // a path that could not be valid, or that carries a credential
+			}
 			ev = ev.Str(k, v)
 		}
 	}
@@ -199,6 +202,9 @@ func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res hand
 		}
 	}
 	ev = ev.Int("bytes_in", in).Int("bytes_out", len(res.Text)).Dur("duration", d).Str("outcome", outcome)
+	if res.Code != "" {
+		ev = ev.Str("code", res.Code)
+	}
 	if cmd == "view" || !slices.Contains(handlers.Commands, cmd) {
 		ev.Msg("tool call")
 		return

@@ -165,20 +165,21 @@ func rel(name string) string {
 	return name
 }
 
-// wrap turns os.Root's escape error into ErrEscape, keeping the operation and relative name.
+// wrap turns os.Root's escape error, however deeply wrapped, into ErrEscape, keeping the
+// operation and relative name.
 func wrap(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || !isEscape(err) {
+		return err
 	}
 	var pe *fs.PathError
-	if errors.As(err, &pe) && isRootEscape(pe.Err) {
+	if errors.As(err, &pe) {
 		return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: ErrEscape}
 	}
 	var le *os.LinkError
-	if errors.As(err, &le) && isRootEscape(le.Err) {
+	if errors.As(err, &le) {
 		return &fs.PathError{Op: le.Op, Path: le.Old, Err: ErrEscape}
 	}
-	return err
+	return ErrEscape
 }
 
 // isRootEscape recognises os.Root's refusal. The standard library keeps that error
@@ -228,9 +229,12 @@ func (f *OSFs) follow(name string, last bool, op func(string) error) error {
 }
 
 func isEscape(err error) bool {
-	var pe *fs.PathError
-	var le *os.LinkError
-	return errors.As(err, &pe) && isRootEscape(pe.Err) || errors.As(err, &le) && isRootEscape(le.Err)
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if e == ErrEscape || isRootEscape(e) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveLinks rewrites name so that no element but (unless last) the final one is a

@@ -1,0 +1,312 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+func openOS(t *testing.T, dir string, opts ...vfs.Option) *vfs.Store {
+	t.Helper()
+	s, err := vfs.OpenOSStore(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func call(h *handlers.Handlers, args map[string]any) handlers.Result {
+	return h.Exec(context.Background(), args)
+}
+
+// A file that another program swaps for a fifo can neither block a call nor the store:
+// view, str_replace and insert answer at once, and the next change goes through.
+func TestFIFOSwap(t *testing.T) {
+	dir := t.TempDir()
+	h := handlers.New(openOS(t, dir), handlers.DefaultLimits(), handlers.Timeout(5*time.Second))
+	call(h, map[string]any{"command": "create", "path": "/memories/f.md", "file_text": "x"})
+	os.Remove(filepath.Join(dir, "f.md"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "f.md"), 0o600); err != nil {
+		t.Skipf("no fifos here: %v", err)
+	}
+	want := "Error: The path /memories/f.md is not a regular file or directory"
+	for _, args := range []map[string]any{
+		{"command": "view", "path": "/memories/f.md"},
+		{"command": "str_replace", "path": "/memories/f.md", "old_str": "x", "new_str": "y"},
+		{"command": "insert", "path": "/memories/f.md", "insert_line": float64(0), "insert_text": "y"},
+	} {
+		done := make(chan handlers.Result, 1)
+		go func() { done <- call(h, args) }()
+		select {
+		case res := <-done:
+			if res.Text != want {
+				t.Errorf("%v: %q", args["command"], res.Text)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%v blocked on a fifo", args["command"])
+		}
+	}
+	// The store's open, which comes after the type check, refuses a fifo too (the swap
+	// can happen between the two).
+	err := openOS(t, dir).View(context.Background(), func(tx *vfs.Tx) error {
+		_, err := tx.ReadFile(vfs.MustResolve("/memories/f.md"))
+		return err
+	})
+	if !errors.Is(err, vfs.ErrNotRegular) {
+		t.Errorf("reading a fifo: %v", err)
+	}
+	if res := call(h, map[string]any{"command": "create", "path": "/memories/after.md", "file_text": "ok"}); res.IsError {
+		t.Errorf("the store is stuck: %s", res.Text)
+	}
+}
+
+// A call that cannot get the storage lock in time gives up with SPEC §4's error and holds
+// nothing; once the lock is free, calls work again.
+func TestCallDeadline(t *testing.T) {
+	dir := t.TempDir()
+	h := handlers.New(openOS(t, dir), handlers.DefaultLimits(), handlers.Timeout(300*time.Millisecond))
+	other, err := vfs.NewOSFs(dir) // another process holding the lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.LockStorage(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res := call(h, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"})
+	if want := "Error: Could not create /memories/a.md: " + vfs.ReasonTimeout; res.Text != want {
+		t.Errorf("got %q, want %q", res.Text, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the call took %v", d)
+	}
+	other.UnlockStorage()
+	if res := call(h, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"}); res.IsError {
+		t.Errorf("after the lock is free: %s", res.Text)
+	}
+}
+
+// When the storage directory is removed, calls say so (not "internal error"), and the store
+// serves again as soon as the directory is back, without a restart.
+func TestVanishedRoot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	h := handlers.New(openOS(t, dir), handlers.DefaultLimits())
+	call(h, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, args := range map[string]map[string]any{
+		"view":   {"command": "view", "path": "/memories"},
+		"create": {"command": "create", "path": "/memories/b.md", "file_text": "y"},
+	} {
+		want := "Error: Could not " + cmd + " /memories" + map[string]string{"view": "", "create": "/b.md"}[cmd] + ": " + vfs.ReasonGone
+		if res := call(h, args); res.Text != want {
+			t.Errorf("%s: got %q, want %q", cmd, res.Text, want)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if res := call(h, map[string]any{"command": "create", "path": "/memories/b.md", "file_text": "y"}); res.IsError {
+		t.Fatalf("after the directory is back: %s", res.Text)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "b.md")); err != nil || string(data) != "y" {
+		t.Errorf("the file did not land in the new directory: %q %v", data, err)
+	}
+}
+
+// deepChain makes dir/d/d/…/d (levels deep) with a file at the bottom, one level at a time
+// through os.Root: the host path is longer than the system allows in one name.
+func deepChain(t testing.TB, dir string, levels int) {
+	os.MkdirAll(dir, 0o700)
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range levels {
+		if err := r.Mkdir("d", 0o700); err != nil {
+			t.Fatal(err)
+		}
+		next, err := r.OpenRoot("d")
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = next
+	}
+	defer r.Close()
+	if err := r.WriteFile("f", []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A directory chain as deep as paths allow (2,040 levels) is listed in linear time: it took
+// 13 s when every directory was opened from the root. The bound protects users, with a wide
+// margin for slow machines and the race detector.
+func TestDeepChainListing(t *testing.T) {
+	dir := t.TempDir()
+	deepChain(t, dir, 2040)
+	deepChain(t, filepath.Join(dir, "e"), 2000)
+	h := handlers.New(openOS(t, dir), handlers.DefaultLimits())
+	start := time.Now()
+	res := call(h, map[string]any{"command": "view", "path": "/memories"})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("listing two deep chains took %v", d)
+	}
+	want := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n10B\t/memories\n5B\t/memories/d/\n5B\t/memories/d/d/\n5B\t/memories/e/\n5B\t/memories/e/d/"
+	if res.Text != want {
+		t.Errorf("got\n%s\nwant\n%s", res.Text, want)
+	}
+}
+
+// Writer fairness across processes: while another process serves a continuous stream of
+// overlapping views, a writer still gets the storage lock within a second.
+func TestWriterFairness(t *testing.T) {
+	dir := t.TempDir()
+	readers := handlers.New(openOS(t, dir), handlers.DefaultLimits())
+	writer := handlers.New(openOS(t, dir), handlers.DefaultLimits()) // its own lock descriptors, as another process
+	for i := range 50 {
+		call(writer, map[string]any{"command": "create", "path": "/memories/n/" + string(rune('a'+i%26)) + strings.Repeat("x", i), "file_text": strings.Repeat("line\n", 200)})
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					call(readers, map[string]any{"command": "view", "path": "/memories"})
+				}
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	var worst time.Duration
+	for i := range 10 {
+		start := time.Now()
+		res := call(writer, map[string]any{"command": "create", "path": "/memories/w" + string(rune('a'+i)), "file_text": "x"})
+		if res.IsError {
+			t.Errorf("write %d: %s", i, res.Text)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	close(stop)
+	wg.Wait()
+	if worst > time.Second {
+		t.Errorf("a writer waited %v under a continuous view load", worst)
+	}
+}
+
+// The typed Go API goes through the same guard as Call: read-only, a done context.
+func TestTypedCommandsAreGuarded(t *testing.T) {
+	ctx := context.Background()
+	s := vfs.NewMemoryStore()
+	ro := handlers.New(s, handlers.DefaultLimits(), handlers.ReadOnly())
+	for name, res := range map[string]handlers.Result{
+		"create":      ro.Create(ctx, handlers.CreateArgs{Path: "/memories/a.md", FileText: "x"}),
+		"str_replace": ro.StrReplace(ctx, handlers.StrReplaceArgs{Path: "/memories/a.md", OldStr: "x"}),
+		"insert":      ro.Insert(ctx, handlers.InsertArgs{Path: "/memories/a.md", InsertText: "x"}),
+		"delete":      ro.Delete(ctx, handlers.DeleteArgs{Path: "/memories/a.md"}),
+		"rename":      ro.Rename(ctx, handlers.RenameArgs{OldPath: "/memories/a.md", NewPath: "/memories/b.md"}),
+	} {
+		if res.Text != "Error: The memory store is read-only" {
+			t.Errorf("%s on a read-only store: %q", name, res.Text)
+		}
+	}
+	if res := ro.View(ctx, handlers.ViewArgs{Path: "/memories"}); res.IsError {
+		t.Errorf("view: %s", res.Text)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	rw := handlers.New(s, handlers.DefaultLimits())
+	if res := rw.Create(cancelled, handlers.CreateArgs{Path: "/memories/a.md", FileText: "x"}); res.Text != "Error: Could not create /memories/a.md: internal error" {
+		t.Errorf("create with a done context: %q", res.Text)
+	}
+	if res := rw.View(ctx, handlers.ViewArgs{Path: "/memories"}); strings.Contains(res.Text, "a.md") {
+		t.Errorf("something was written: %s", res.Text)
+	}
+	// A read-only store makes its handlers read-only, whatever the options.
+	if res := handlers.New(vfs.NewMemoryStore(vfs.ReadOnly()), handlers.DefaultLimits()).Create(ctx, handlers.CreateArgs{Path: "/memories/a.md", FileText: "x"}); res.Text != "Error: The memory store is read-only" {
+		t.Errorf("create on a read-only store: %q", res.Text)
+	}
+}
+
+// Views that count the store's size at the same time (the first in a process) do not race
+// (run with -race).
+func TestConcurrentUsage(t *testing.T) {
+	for range 20 {
+		s := vfs.NewMemoryStore()
+		s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a"), []byte("abc")) })
+		s.Update(context.Background(), func(tx *vfs.Tx) error { return errors.New("a failed change forgets the total") })
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				s.View(context.Background(), func(tx *vfs.Tx) error {
+					if n, err := tx.Usage(); err != nil || n != 3 {
+						t.Errorf("usage %d, %v", n, err)
+					}
+					return nil
+				})
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// Expire on a store that records no access is an error, not a crash; on a read-only store it
+// touches nothing.
+func TestExpireWithoutTracking(t *testing.T) {
+	if _, err := vfs.NewMemoryStore().Expire(context.Background(), time.Hour, false); !errors.Is(err, vfs.ErrNotTracked) {
+		t.Errorf("untracked: %v", err)
+	}
+	ro := vfs.NewMemoryStore(vfs.ReadOnly())
+	ro.TrackAccess(time.Now)
+	if _, err := ro.Expire(context.Background(), time.Hour, false); !errors.Is(err, vfs.ErrReadOnlyStore) {
+		t.Errorf("read-only: %v", err)
+	}
+}
+
+// A symbolic link in the storage whose absolute target lies inside the storage is followed
+// like a relative one; one whose absolute target lies outside is an escape.
+func TestAbsoluteLinkInside(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "real"), 0o700)
+	os.WriteFile(filepath.Join(dir, "real", "f.md"), []byte("inside"), 0o600)
+	if err := os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "abs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(dir, "relative")); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("no"), 0o600)
+	os.Symlink(outside, filepath.Join(dir, "out"))
+	h := handlers.New(openOS(t, dir), handlers.DefaultLimits())
+	for _, link := range []string{"abs", "relative"} {
+		if res := call(h, map[string]any{"command": "view", "path": "/memories/" + link + "/f.md"}); res.Text != "Here's the content of /memories/"+link+"/f.md with line numbers:\n     1\tinside" {
+			t.Errorf("view through %s: %q", link, res.Text)
+		}
+		if res := call(h, map[string]any{"command": "create", "path": "/memories/" + link + "/new-" + link, "file_text": "x"}); res.IsError {
+			t.Errorf("create through %s: %q", link, res.Text)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "real", "new-abs")); err != nil {
+		t.Errorf("the create through the absolute link did not land inside: %v", err)
+	}
+	if res := call(h, map[string]any{"command": "view", "path": "/memories/out/secret"}); res.Text != "Error: Path /memories/out/secret would escape /memories directory" {
+		t.Errorf("outside link: %q", res.Text)
+	}
+}
