@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stdioBatch is a client that writes its requests and closes stdin at once: an initialize,
+// the initialized notification, and five creates.
+func stdioBatch() (input []byte, files []string) {
+	lines := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"batch","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	for i := 1; i <= 5; i++ {
+		name := fmt.Sprintf("f%d.md", i)
+		files = append(files, name)
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/%s","file_text":"content %d"}}}`, i, name, i))
+	}
+	return []byte(strings.Join(lines, "\n") + "\n"), files
+}
+
+// checkBatch checks that every request got its response and every create succeeded.
+func checkBatch(t *testing.T, out []byte, files []string) {
+	t.Helper()
+	got := map[int]string{}
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var msg struct {
+			ID     *int `json:"id"`
+			Result struct {
+				Content []struct{ Text string } `json:"content"`
+				IsError bool                    `json:"isError"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(line, &msg); err != nil || msg.ID == nil {
+			t.Fatalf("not a response: %q (%v)", line, err)
+		}
+		text := ""
+		if len(msg.Result.Content) > 0 {
+			text = msg.Result.Content[0].Text
+		}
+		got[*msg.ID] = text
+	}
+	if _, ok := got[0]; !ok {
+		t.Errorf("no initialize response in %q", out)
+	}
+	for i, name := range files {
+		if want := "File created successfully at: /memories/" + name; got[i+1] != want {
+			t.Errorf("request %d: %q, want %q", i+1, got[i+1], want)
+		}
+	}
+}
+
+// Closing stdin right after writing requests loses none of them: every call already read
+// runs to completion and is answered before the server exits, on every backend, 200 times
+// each (this failed 198 of 200 times when the server stopped at end of input).
+func TestStdioEOFAnswersEverything(t *testing.T) {
+	input, files := stdioBatch()
+	rounds := 200
+	if testing.Short() {
+		rounds = 20
+	}
+	for _, backend := range []string{"os", "memory", "overlay"} {
+		t.Run(backend, func(t *testing.T) {
+			for round := range rounds {
+				dir := t.TempDir()
+				args := []string{"-backend", backend}
+				switch backend {
+				case "os":
+					args = append(args, "-root", dir)
+				case "overlay":
+					os.MkdirAll(filepath.Join(dir, "lower"), 0o700)
+					args = append(args, "-lower", filepath.Join(dir, "lower"), "-root", filepath.Join(dir, "upper"))
+				}
+				var out, errOut bytes.Buffer
+				code := run(context.Background(), args, func(string) string { return "" }, bytes.NewReader(input), &out, &errOut)
+				if code != 0 {
+					t.Fatalf("round %d: exit %d: %s", round, code, errOut.String())
+				}
+				checkBatch(t, out.Bytes(), files)
+				if backend != "memory" {
+					where := dir
+					if backend == "overlay" {
+						where = filepath.Join(dir, "upper")
+					}
+					for i, name := range files {
+						if data, err := os.ReadFile(filepath.Join(where, name)); err != nil || string(data) != fmt.Sprintf("content %d", i+1) {
+							t.Errorf("round %d: %s not written: %q %v", round, name, data, err)
+						}
+					}
+				}
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+}
+
+// The same through the real process, whose exit ends everything it did not finish.
+func TestStdioEOFProcess(t *testing.T) {
+	input, files := stdioBatch()
+	for range 20 {
+		dir := t.TempDir()
+		cmd := exec.Command(binary, "-root", dir)
+		cmd.Env = testEnv(t)
+		cmd.Stdin = bytes.NewReader(input)
+		cmd.Stderr = io.Discard
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkBatch(t, out, files)
+		for _, name := range files {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				t.Errorf("%s not written", name)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
