@@ -79,10 +79,13 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers with an error and closes the connection: the rest of the request, if it
-// has a body, is not worth reading.
+// has a body, is not worth reading. (net/http would otherwise read up to 256 KiB of an unread
+// body after the handler returns, and wait for it as long as the client stalls; a read
+// deadline in the past makes that read end at once.)
 func refuse(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Connection", "close")
 	http.Error(w, msg, status)
+	http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 func busy(w http.ResponseWriter, what string) {
@@ -149,7 +152,9 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(g.opts.Timeouts.Body))
 	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	rc.SetReadDeadline(time.Time{})
+	if err == nil && int64(len(body)) <= max {
+		rc.SetReadDeadline(time.Time{}) // the call may take longer than reading did
+	}
 	switch {
 	case err != nil:
 		var ne net.Error

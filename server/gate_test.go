@@ -1,0 +1,352 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// testGate serves a memory-backed server over HTTP on addr (127.0.0.1:0 unless given) and
+// returns its base URL, with the port, and the server.
+func testGate(t *testing.T, opts HTTPOptions, tokens map[string]string, addr string) (string, *Server) {
+	t.Helper()
+	h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())
+	var tenants []Tenant
+	for name, token := range tokens {
+		spec := TenantSpec{Name: name, TokenSHA256: sha(token)}
+		tenants = append(tenants, NewTenant(spec, handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())))
+	}
+	s := New(h, Config{Version: "test", Logger: zerolog.Nop(), Tenants: tenants})
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Transport == "" {
+		opts.Transport = "http"
+	}
+	if opts.MaxRequestBytes == 0 {
+		opts.MaxRequestBytes = 4 << 20
+	}
+	opts.Listener = ln
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.ServeHTTP(ctx, opts); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return "http://127.0.0.1:" + port, s
+}
+
+func sha(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// sessionCount is the number of sessions registered with mcp-go.
+func (s *Server) sessionCount() int {
+	n := 0
+	s.sessions.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// post sends one JSON-RPC message; session and token may be "".
+func post(t *testing.T, url, session, token, body string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func listTools(id int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, id)
+}
+
+// rawConn opens a TCP connection and writes s, then leaves it as it is.
+func rawConn(t *testing.T, url, s string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if s != "" {
+		if _, err := io.WriteString(c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// closedWithin reads from c until the server closes it (an end of stream, or a reset when
+// it closes with our unread bytes in its buffer); it returns what was read and whether that
+// happened within d.
+func closedWithin(c net.Conn, d time.Duration) (string, bool) {
+	c.SetReadDeadline(time.Now().Add(d))
+	data, err := io.ReadAll(c)
+	var ne net.Error
+	return string(data), err == nil || !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// Without a valid token a request is refused before its body is read: a client that sends
+// headers and a little of a large chunked body, then stalls, gets 401 at once and its
+// connection closed.
+func TestAuthBeforeBody(t *testing.T) {
+	url, _ := testGate(t, HTTPOptions{}, map[string]string{"alice": "alice-token"}, "")
+	for _, auth := range []string{"", "Authorization: Bearer wrong\r\n"} {
+		c := rawConn(t, url, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+auth+
+			"Transfer-Encoding: chunked\r\n\r\n1000\r\n"+strings.Repeat("x", 4096)+"\r\n")
+		got, closed := closedWithin(c, 3*time.Second)
+		if !strings.HasPrefix(got, "HTTP/1.1 401") || !closed {
+			t.Errorf("auth %q: closed=%v, got %.60q", auth, closed, got)
+		}
+	}
+}
+
+// Connections that send nothing, half a body, or idle after a request are closed by the
+// server's timeouts.
+func TestTimeoutsCloseConnections(t *testing.T) {
+	to := Timeouts{Header: 300 * time.Millisecond, Body: 300 * time.Millisecond, Write: time.Second, Idle: 300 * time.Millisecond}
+	url, _ := testGate(t, HTTPOptions{Timeouts: to}, nil, "")
+
+	if _, closed := closedWithin(rawConn(t, url, ""), 3*time.Second); !closed {
+		t.Error("a connection that sends nothing was kept")
+	}
+	if _, closed := closedWithin(rawConn(t, url, "POST /mcp HTT"), 3*time.Second); !closed {
+		t.Error("a connection with half a request line was kept")
+	}
+	got, closed := closedWithin(rawConn(t, url, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":"), 3*time.Second)
+	if !closed || !strings.HasPrefix(got, "HTTP/1.1 408") {
+		t.Errorf("a stalled body: closed=%v, got %.40q", closed, got)
+	}
+	c := rawConn(t, url, fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(initBody), initBody))
+	got, closed = closedWithin(c, 3*time.Second)
+	if !closed || !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Errorf("an idle keep-alive connection: closed=%v, got %.40q", closed, got)
+	}
+}
+
+// Session ids: a forged or unknown one, a deleted one and an expired one get 404; the
+// number of sessions is capped (the least recently used ends), and what mcp-go keeps for an
+// ended session is released.
+func TestSessions(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	url, s := testGate(t, HTTPOptions{Now: clock, Sessions: SessionLimits{Idle: time.Minute, Max: 5, MaxPerTenant: 5}}, nil, "")
+	url += "/mcp"
+	open := func() string {
+		resp := post(t, url, "", "", initBody)
+		id := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != 200 || !strings.HasPrefix(id, sessionPrefix) {
+			t.Fatalf("initialize: %d %q", resp.StatusCode, id)
+		}
+		return id
+	}
+	id := open()
+	if resp := post(t, url, id, "", listTools(2)); resp.StatusCode != 200 {
+		t.Fatalf("a live session: %d", resp.StatusCode)
+	}
+	forged := []string{
+		sessionPrefix + strings.Repeat("A", 64),
+		id[:len(id)-2] + "AA",
+		"mcp-session-8d7c3a57-7d11-4e0b-9a39-4c8a5bdfd3e1",
+	}
+	for _, f := range forged {
+		if resp := post(t, url, f, "", listTools(3)); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("forged id %q: %d", f, resp.StatusCode)
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("Mcp-Session-Id", id)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	if resp := post(t, url, id, "", listTools(4)); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a deleted session: %d", resp.StatusCode)
+	}
+
+	idle := open()
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	if resp := post(t, url, idle, "", listTools(5)); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an expired session: %d", resp.StatusCode)
+	}
+
+	first := open()
+	for range 20 {
+		open()
+	}
+	if n := s.sessionCount(); n > 5 {
+		t.Errorf("%d sessions registered, the cap is 5", n)
+	}
+	if resp := post(t, url, first, "", listTools(6)); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an evicted session: %d", resp.StatusCode)
+	}
+}
+
+// Beyond the bound on requests in flight the server answers 503 with Retry-After instead of
+// holding more; room is back once they are done.
+func TestInflightBound(t *testing.T) {
+	url, _ := testGate(t, HTTPOptions{Limits: Limits{Requests: 2, PerTenant: 2, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}}, nil, "")
+	var stalled []net.Conn
+	for range 2 {
+		stalled = append(stalled, rawConn(t, url, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"))
+	}
+	time.Sleep(200 * time.Millisecond)
+	resp := post(t, url+"/mcp", "", "", initBody)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("beyond the bound: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	for _, c := range stalled {
+		c.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	if resp := post(t, url+"/mcp", "", "", initBody); resp.StatusCode != 200 {
+		t.Errorf("after the others ended: %d", resp.StatusCode)
+	}
+}
+
+// A legacy SSE client that posts requests but never reads its stream gets 503 once its
+// pending responses reach the bound, and is disconnected when the server's writes stall;
+// its session is then gone.
+func TestSSEClientThatDoesNotRead(t *testing.T) {
+	to := DefaultTimeouts()
+	to.Write = 300 * time.Millisecond
+	url, s := testGate(t, HTTPOptions{Transport: "sse", Timeouts: to, Limits: Limits{Requests: 64, PerTenant: 64, RequestBytes: 32 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 8}}, nil, "")
+	big := strings.Repeat("a line of a memory file that is read back again and again\n", 400)
+	s.h.Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/big.md", "file_text": big})
+
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+	r := bufio.NewReader(c)
+	var endpoint string
+	for endpoint == "" {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after, ok := strings.CutPrefix(line, "data: "); ok {
+			endpoint = strings.TrimSpace(after)
+		}
+	}
+	// From here on the client reads nothing. The server takes requests while the socket
+	// buffers absorb the responses and the pending ones stay below the bound (beyond it:
+	// 503); once its writes stall, it drops the connection and the session with it.
+	view := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories/big.md"}}}`
+	deadline := time.Now().Add(20 * time.Second)
+	accepted, busy := 0, 0
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("the non-reading client was not disconnected (%d requests accepted, %d refused)", accepted, busy)
+		}
+		resp := post(t, url+endpoint, "", "", fmt.Sprintf(view, accepted))
+		switch resp.StatusCode {
+		case http.StatusAccepted:
+			accepted++
+			continue
+		case http.StatusServiceUnavailable:
+			busy++
+			time.Sleep(10 * time.Millisecond)
+			continue
+		case http.StatusBadRequest: // mcp-go: no such session
+		default:
+			t.Fatalf("unexpected status %d", resp.StatusCode)
+		}
+		break
+	}
+	t.Logf("disconnected after %d accepted requests (%d refused as busy)", accepted, busy)
+}
+
+// Origins: on a listener on every interface, a request carrying a foreign Origin is refused
+// (no wildcard CORS), a listed one is served; on a loopback listener a local page is served.
+func TestOriginOnEveryListener(t *testing.T) {
+	for _, transport := range []string{"http", "sse"} {
+		url, _ := testGate(t, HTTPOptions{Transport: transport, AllowedOrigins: []string{"https://app.example.com"}}, nil, "0.0.0.0:0")
+		path := "/mcp"
+		if transport == "sse" {
+			path = "/sse"
+		}
+		get := func(origin string) *http.Response {
+			req, _ := http.NewRequest(http.MethodGet, url+path, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Origin", origin)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp
+		}
+		for _, origin := range []string{"https://evil.example", "http://localhost:3000", "null"} {
+			if resp := get(origin); resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s, 0.0.0.0, Origin %s: %d", transport, origin, resp.StatusCode)
+			}
+		}
+		if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "https://evil.example"); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: POST from a foreign origin: %d", transport, resp.StatusCode)
+		}
+		if transport == "sse" {
+			resp := get("https://app.example.com")
+			if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") == "*" {
+				t.Errorf("sse, allowed origin: %d, ACAO %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+			}
+		} else if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "https://app.example.com"); resp.StatusCode != 200 {
+			t.Errorf("http, allowed origin: %d", resp.StatusCode)
+		}
+	}
+	url, _ := testGate(t, HTTPOptions{}, nil, "")
+	if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "http://localhost:5173"); resp.StatusCode != 200 {
+		t.Errorf("loopback listener, local page: %d", resp.StatusCode)
+	}
+	if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "https://evil.example"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("loopback listener, foreign page: %d", resp.StatusCode)
+	}
+}
