@@ -42,6 +42,9 @@ type gate struct {
 	sse map[string]*sseStream // legacy SSE sessions by id: their responses not yet sent
 }
 
+// smallBodyTimeout is how long a small body may take to arrive.
+const smallBodyTimeout = 5 * time.Second
+
 // sseStream counts the responses an SSE session owes its client.
 type sseStream struct{ pending atomic.Int64 }
 
@@ -124,33 +127,27 @@ func (g *gate) serveStream(w http.ResponseWriter, r *http.Request, tenant string
 }
 
 // servePost reads a request's body within the budget, size cap and deadline, then hands
-// it on. A subscriptions/listen request becomes a stream once read.
+// it on within the execution budget. A subscriptions/listen request becomes a stream once
+// read.
 func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) {
 	max := g.opts.MaxRequestBytes
 	if r.ContentLength > max {
 		refuse(w, http.StatusRequestEntityTooLarge, "Request too large")
 		return
 	}
-	size := r.ContentLength
-	if size < 0 {
-		size = max // unknown length: it may take up to the cap
-	}
-	size += 16 << 10 // what any request costs besides its body
-	if !g.budget.request(tenant, size) {
+	release, ok := g.budget.read(tenant, r.ContentLength, max)
+	if !ok {
 		busy(w, "requests")
 		return
 	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			g.budget.release(tenant, size)
-		}
-	}
 	defer release()
 
+	timeout := g.opts.Timeouts.Body
+	if r.ContentLength >= 0 && r.ContentLength <= SmallBody {
+		timeout = min(timeout, smallBodyTimeout) // any client sends 64 KiB at once
+	}
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(g.opts.Timeouts.Body))
+	rc.SetReadDeadline(time.Now().Add(timeout))
 	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 	if err == nil && int64(len(body)) <= max {
 		rc.SetReadDeadline(time.Time{}) // the call may take longer than reading did
@@ -176,10 +173,14 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
 
 	if bytes.Contains(body, []byte(mcp.MethodSubscriptionsListen)) && method(body) == string(mcp.MethodSubscriptionsListen) {
-		release()
 		g.serveStream(w, r, tenant)
 		return
 	}
+	if !g.budget.execute(tenant) {
+		busy(w, "requests")
+		return
+	}
+	defer g.budget.done(tenant)
 	if r.URL.Path == "/message" {
 		st := g.sseSession(r.URL.Query().Get("sessionId"))
 		if st != nil && hasID(body) {
@@ -328,7 +329,8 @@ func (c *connTracker) track(conn net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
 		c.open++
-		// Close the oldest idle connections beyond the cap; each reports StateClosed.
+		// Close the oldest idle connections beyond the cap (each reports StateClosed), but
+		// none that went idle in the last second: its client may be sending on it now.
 		for excess := c.open - c.max; excess > 0 && len(c.idle) > 0; excess-- {
 			var oldest net.Conn
 			var at time.Time
@@ -336,6 +338,9 @@ func (c *connTracker) track(conn net.Conn, state http.ConnState) {
 				if oldest == nil || t.Before(at) {
 					oldest, at = ic, t
 				}
+			}
+			if time.Since(at) < time.Second {
+				break
 			}
 			delete(c.idle, oldest)
 			oldest.Close()

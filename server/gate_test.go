@@ -226,7 +226,7 @@ func TestSessions(t *testing.T) {
 // Beyond the bound on requests in flight the server answers 503 with Retry-After instead of
 // holding more; room is back once they are done.
 func TestInflightBound(t *testing.T) {
-	url, _ := testGate(t, HTTPOptions{Limits: Limits{Requests: 2, PerTenant: 2, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}}, nil, "")
+	url, _ := testGate(t, HTTPOptions{Limits: Limits{Requests: 2, PerTenant: 2, SmallRequests: 2, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}}, nil, "")
 	var stalled []net.Conn
 	for range 2 {
 		stalled = append(stalled, rawConn(t, url, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"))
@@ -251,7 +251,7 @@ func TestInflightBound(t *testing.T) {
 func TestSSEClientThatDoesNotRead(t *testing.T) {
 	to := DefaultTimeouts()
 	to.Write = 300 * time.Millisecond
-	url, s := testGate(t, HTTPOptions{Transport: "sse", Timeouts: to, Limits: Limits{Requests: 64, PerTenant: 64, RequestBytes: 32 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 8}}, nil, "")
+	url, s := testGate(t, HTTPOptions{Transport: "sse", Timeouts: to, Limits: Limits{Requests: 64, PerTenant: 64, SmallRequests: 64, RequestBytes: 32 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 8}}, nil, "")
 	big := strings.Repeat("a line of a memory file that is read back again and again\n", 400)
 	s.h.Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/big.md", "file_text": big})
 

@@ -4,11 +4,15 @@ import "sync"
 
 // Limits bound what the HTTP transports hold at once, so that no mix of clients can make
 // the server hold unbounded memory; beyond them a request gets 503 with Retry-After.
+//
+// A request's body is read within one of two pools, by its declared size: small bodies (up
+// to SmallBody bytes, which every ordinary call is) by number, SmallRequests at once; larger
+// or undeclared ones by bytes, RequestBytes at once. So a client that stalls large uploads
+// cannot take the room ordinary calls need. Once read, a request is executed within
+// Requests at once (PerTenant of them per tenant).
 type Limits struct {
-	// Requests and RequestBytes bound the requests being read, decoded or executed:
-	// their number and the bytes of their bodies. PerTenant is each tenant's share of
-	// Requests (and half of RequestBytes).
 	Requests, PerTenant int
+	SmallRequests       int
 	RequestBytes        int64
 	// Streams bounds the long-lived event streams (GET /mcp, GET /sse, subscriptions/listen),
 	// StreamsPerTenant each tenant's.
@@ -17,20 +21,24 @@ type Limits struct {
 	Pending int
 }
 
-// DefaultLimits: 64 requests with 32 MiB of bodies (16 per tenant), 256 streams (64 per
-// tenant), 64 pending responses per SSE session.
+// SmallBody is the largest body read in the small pool.
+const SmallBody = 64 << 10
+
+// DefaultLimits: 64 requests executing (16 per tenant); 256 small bodies and 32 MiB of
+// large ones being read; 256 streams (64 per tenant); 64 pending responses per SSE session.
 func DefaultLimits() Limits {
-	return Limits{Requests: 64, PerTenant: 16, RequestBytes: 32 << 20, Streams: 256, StreamsPerTenant: 64, Pending: 64}
+	return Limits{Requests: 64, PerTenant: 16, SmallRequests: 256, RequestBytes: 32 << 20, Streams: 256, StreamsPerTenant: 64, Pending: 64}
 }
 
 // budget counts work in flight, globally and per tenant.
 type budget struct {
 	mu      sync.Mutex
 	limits  Limits
-	n       int
+	small   int
 	bytes   int64
-	tenantN map[string]int
 	tenantB map[string]int64
+	n       int
+	tenantN map[string]int
 	streams map[string]int
 	nstream int
 }
@@ -39,32 +47,54 @@ func newBudget(l Limits) *budget {
 	return &budget{limits: l, tenantN: map[string]int{}, tenantB: map[string]int64{}, streams: map[string]int{}}
 }
 
-// request takes room for one request of size bytes, or reports false.
-func (b *budget) request(tenant string, size int64) bool {
+// read takes room to read a body of size bytes (-1: unknown), or reports false; release
+// gives it back.
+func (b *budget) read(tenant string, size int64, max int64) (release func(), ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l := b.limits
-	if b.n >= l.Requests || b.bytes+size > l.RequestBytes ||
-		b.tenantN[tenant] >= l.PerTenant || b.tenantB[tenant]+size > l.RequestBytes/2 {
+	if size >= 0 && size <= SmallBody {
+		if b.small >= b.limits.SmallRequests {
+			return nil, false
+		}
+		b.small++
+		return func() { b.mu.Lock(); b.small--; b.mu.Unlock() }, true
+	}
+	if size < 0 {
+		size = max
+	}
+	if b.bytes+size > b.limits.RequestBytes || b.tenantB[tenant]+size > b.limits.RequestBytes/2 {
+		return nil, false
+	}
+	b.bytes += size
+	b.tenantB[tenant] += size
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.bytes -= size
+		if b.tenantB[tenant] -= size; b.tenantB[tenant] == 0 {
+			delete(b.tenantB, tenant)
+		}
+	}, true
+}
+
+// execute takes room to execute one request, or reports false.
+func (b *budget) execute(tenant string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n >= b.limits.Requests || b.tenantN[tenant] >= b.limits.PerTenant {
 		return false
 	}
 	b.n++
-	b.bytes += size
 	b.tenantN[tenant]++
-	b.tenantB[tenant] += size
 	return true
 }
 
-func (b *budget) release(tenant string, size int64) {
+func (b *budget) done(tenant string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n--
-	b.bytes -= size
 	if b.tenantN[tenant]--; b.tenantN[tenant] == 0 {
 		delete(b.tenantN, tenant)
-		delete(b.tenantB, tenant)
-	} else {
-		b.tenantB[tenant] -= size
 	}
 }
 

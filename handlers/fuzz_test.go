@@ -1,0 +1,193 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// The reference model: each edit command written the plainest way, from SPEC §3, with no
+// concern for speed. The fuzz targets check the handlers against it on every backend.
+
+func refLines(s string) []string { return strings.Split(s, "\n") }
+
+// refShow is how view shows text: each byte that is not part of valid UTF-8 as U+FFFD.
+func refShow(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && size <= 1 {
+			b.WriteRune(utf8.RuneError)
+			s = s[1:]
+			continue
+		}
+		b.WriteString(s[:size])
+		s = s[size:]
+	}
+	return b.String()
+}
+
+func refNumbered(lines []string, first, last int) string {
+	var out []string
+	for n := first; n <= last; n++ {
+		out = append(out, fmt.Sprintf("%6d\t%s", n, lines[n-1]))
+	}
+	return strings.Join(out, "\n")
+}
+
+func refView(path, content string, vr []int) (string, bool) {
+	lines := refLines(refShow(content))
+	first, last := 1, len(lines)
+	if vr != nil {
+		start, end := vr[0], vr[1]
+		first = max(start, 1)
+		if end != -1 {
+			last = min(end, len(lines))
+		}
+		if first > len(lines) {
+			return fmt.Sprintf("Error: Invalid `view_range`: [%d, %d]. Its first element `%d` should be within the range of lines of the file: [1, %d]", start, end, start, len(lines)), true
+		}
+		if end != -1 && last < first {
+			return fmt.Sprintf("Error: Invalid `view_range`: [%d, %d]. Its second element `%d` should be larger or equal than its first `%d`", start, end, end, start), true
+		}
+	}
+	return "Here's the content of " + path + " with line numbers:\n" + refNumbered(lines, first, last), false
+}
+
+func refEcho(s string) string {
+	if utf8.RuneCountInString(s) <= 200 {
+		return s
+	}
+	return string([]rune(s)[:200]) + fmt.Sprintf("… (%d characters in all)", utf8.RuneCountInString(s))
+}
+
+func refStrReplace(path, content, old, new string) (text, after string, isErr bool) {
+	if old == "" {
+		return "Error: Parameter `old_str` must not be empty", content, true
+	}
+	var starts []int
+	for i := 0; i+len(old) <= len(content); {
+		if content[i:i+len(old)] == old {
+			starts = append(starts, i)
+			i += len(old)
+			continue
+		}
+		i++
+	}
+	switch {
+	case len(starts) == 0:
+		return fmt.Sprintf("No replacement was performed, old_str `%s` did not appear verbatim in %s.", refEcho(old), path), content, true
+	case len(starts) > 1:
+		var lines []string
+		for i, at := range starts {
+			if i == 50 {
+				lines = append(lines, fmt.Sprintf("… (%d occurrences in all)", len(starts)))
+				break
+			}
+			lines = append(lines, strconv.Itoa(strings.Count(content[:at], "\n")+1))
+		}
+		return fmt.Sprintf("No replacement was performed. Multiple occurrences of old_str `%s` in lines: %s. Please ensure it is unique", refEcho(old), strings.Join(lines, ", ")), content, true
+	}
+	after = content[:starts[0]] + new + content[starts[0]+len(old):]
+	l := strings.Count(content[:starts[0]], "\n") + 1
+	lines := refLines(refShow(after))
+	first, last := max(1, l-2), min(len(lines), l+2+strings.Count(new, "\n"))
+	return "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n" + refNumbered(lines, first, last), after, false
+}
+
+func refInsert(path, content string, line int, text string) (string, string, bool) {
+	lines := refLines(content)
+	if line < 0 || line > len(lines) {
+		return fmt.Sprintf("Error: Invalid `insert_line` parameter: %d. It should be within the range of lines of the file: [0, %d]", line, len(lines)), content, true
+	}
+	text = strings.TrimSuffix(text, "\n")
+	out := append(append(append([]string{}, lines[:line]...), refLines(text)...), lines[line:]...)
+	return "The file " + path + " has been edited.", strings.Join(out, "\n"), false
+}
+
+// fuzzEdit runs one edit on every backend, seeded with content, and compares the result and
+// the file afterwards with the model.
+func fuzzEdit(t *testing.T, content string, edit func(h *handlers.Handlers) handlers.Result, want func() (string, string, bool)) {
+	wantText, wantAfter, wantErr := want()
+	for _, b := range backends() {
+		fx := b.open(t, map[string][]byte{"f.txt": []byte(content)}, noWrap)
+		h := handlers.New(fx.store, handlers.Limits{MaxViewChars: 1 << 30, MaxFileBytes: 1 << 30, MaxStoreBytes: 1 << 40})
+		res := edit(h)
+		if res.Text != wantText || res.IsError != wantErr {
+			t.Fatalf("%s: got %q (isError %v)\nwant %q (isError %v)", b.name, res.Text, res.IsError, wantText, wantErr)
+		}
+		var after []byte
+		err := fx.store.View(context.Background(), func(tx *vfs.Tx) (err error) {
+			after, err = tx.ReadFile(vfs.MustResolve("/memories/f.txt"))
+			return err
+		})
+		if err != nil || string(after) != wantAfter {
+			t.Fatalf("%s: file afterwards %q (%v), want %q", b.name, after, err, wantAfter)
+		}
+	}
+}
+
+func FuzzStrReplace(f *testing.F) {
+	f.Add("line 1\nline 2\nline 3\n", "line 2", "two\nlines")
+	f.Add("cat cat\ndog\ncat", "cat", "")
+	f.Add("aaaa", "aa", "b")
+	f.Add("a\r\nb\r\n", "\r\n", "\n")
+	f.Add("\xff\xfe ok\n\xc3", "ok", "$1 ${x}")
+	f.Add(strings.Repeat("x\n", 60), "x", "y")
+	f.Add("", "a", "b")
+	f.Fuzz(func(t *testing.T, content, old, new string) {
+		const path = "/memories/f.txt"
+		fuzzEdit(t, content,
+			func(h *handlers.Handlers) handlers.Result {
+				return h.StrReplace(context.Background(), handlers.StrReplaceArgs{Path: path, OldStr: old, NewStr: new})
+			},
+			func() (string, string, bool) { return refStrReplace(path, content, old, new) })
+	})
+}
+
+func FuzzInsert(f *testing.F) {
+	f.Add("Line 1\nLine 2", 1, "Inserted Line")
+	f.Add("a\nb\n", 2, "X\n")
+	f.Add("", 0, "first")
+	f.Add("a\nb", 3, "out of range")
+	f.Add("a", -1, "negative")
+	f.Add("a\r\nb", 1, "\n\n")
+	f.Fuzz(func(t *testing.T, content string, line int, text string) {
+		const path = "/memories/f.txt"
+		fuzzEdit(t, content,
+			func(h *handlers.Handlers) handlers.Result {
+				return h.Insert(context.Background(), handlers.InsertArgs{Path: path, InsertLine: line, InsertText: text})
+			},
+			func() (string, string, bool) { return refInsert(path, content, line, text) })
+	})
+}
+
+func FuzzViewRange(f *testing.F) {
+	f.Add("a\nb\nc\n", 2, 3, true)
+	f.Add("a\nb\nc", 0, -1, true)
+	f.Add("a\nb", 5, -1, true)
+	f.Add("a\nb\nc", 3, 2, true)
+	f.Add("\xe2\x82 bad utf-8\n", 1, 1, true)
+	f.Add("no range", 0, 0, false)
+	f.Fuzz(func(t *testing.T, content string, start, end int, ranged bool) {
+		const path = "/memories/f.txt"
+		var vr []int
+		if ranged {
+			vr = []int{start, end}
+		}
+		fuzzEdit(t, content,
+			func(h *handlers.Handlers) handlers.Result {
+				return h.View(context.Background(), handlers.ViewArgs{Path: path, ViewRange: vr})
+			},
+			func() (string, string, bool) {
+				text, isErr := refView(path, content, vr)
+				return text, content, isErr
+			})
+	})
+}
