@@ -129,3 +129,17 @@ func TestStdioEOFProcess(t *testing.T) {
 		}
 	}
 }
+
+// Over stdio too, a number beyond a float64's range is a tool error naming the argument.
+func TestStdioHugeNumbers(t *testing.T) {
+	input := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories","view_range":[1e400,2]}}}` + "\n"
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-backend", "memory"}, func(string) string { return "" }, strings.NewReader(input), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Error: Invalid ` + "`view_range`" + `. It should be a list of two integers."}],"isError":true}}`
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("got\n%s\nwant a line\n%s", out.String(), want)
+	}
+}

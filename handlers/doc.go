@@ -3,8 +3,10 @@
 // result and error strings of SPEC.md §2–§5.
 //
 // It is plain Go: no MCP library and no logger. The MCP server, the exec subcommand and the
-// tests share it through Exec (a native input with "command") and Call (a command and its
-// arguments as decoded from JSON). Every outcome is a Result: the text the model sees and
+// tests share it through Exec (a native input with "command"), Call (a command and its
+// arguments as decoded from JSON) and the typed commands (Create, StrReplace, …). All of them
+// go through one table of commands and one guarded entry point, which refuses changes on a
+// read-only store, bounds each call's time, and turns a panic into SPEC §4's internal error. Every outcome is a Result: the text the model sees and
 // whether it is an error. Argument problems, refused paths, limits and storage failures
 // are all error results; a storage failure's cause, and a recovered panic, are carried in
 // Result.Err for the operator's log and never shown to the model.

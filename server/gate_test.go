@@ -350,3 +350,43 @@ func TestOriginOnEveryListener(t *testing.T) {
 		t.Errorf("loopback listener, foreign page: %d", resp.StatusCode)
 	}
 }
+
+// A number beyond the range of a float64 (which the JSON decoder refuses outright) in a
+// tool's arguments is a tool error naming the argument, not a protocol error with Go's text.
+func TestHugeNumbersAreToolErrors(t *testing.T) {
+	url, _ := testGate(t, HTTPOptions{}, nil, "")
+	session := post(t, url+"/mcp", "", "", initBody).Header.Get("Mcp-Session-Id")
+	for _, tt := range []struct{ args, want string }{
+		{`"name":"memory_view","arguments":{"path":"/memories","view_range":[1e400,2]}`, "Error: Invalid `view_range`. It should be a list of two integers."},
+		{`"name":"memory_insert","arguments":{"path":"/memories/a.md","insert_line":-1e999,"insert_text":"x"}`, "Error: Parameter `insert_line` must be an integer"},
+	} {
+		body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{` + tt.args + `}}`
+		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := fmt.Sprintf(`{"type":"text","text":%q}],"isError":true`, tt.want)
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s:\n got %s\nwant a result with %s", tt.args, data, want)
+		}
+	}
+}
+
+func TestQuoteHugeNumbers(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":[1e400,2],"s":"1e400 \" 1e999","n":-1E+309}`: `{"a":["1e400",2],"s":"1e400 \" 1e999","n":"-1E+309"}`,
+		`{"a":1.5e308,"b":123456789012345678901234567890}`:  `{"a":1.5e308,"b":123456789012345678901234567890}`,
+	} {
+		got, _ := quoteHugeNumbers([]byte(in))
+		if string(got) != want {
+			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+		}
+	}
+}
