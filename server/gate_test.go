@@ -382,7 +382,7 @@ func TestHugeNumbersAreToolErrors(t *testing.T) {
 func TestQuoteHugeNumbers(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"a":[1e400,2],"s":"1e400 \" 1e999","n":-1E+309}`: `{"a":["1e400",2],"s":"1e400 \" 1e999","n":"-1E+309"}`,
-		`{"a":1.5e308,"b":123456789012345678901234567890}`:  `{"a":1.5e308,"b":123456789012345678901234567890}`,
+		`{"a":1.5e308,"b":123456789012345678901234567890}`: `{"a":1.5e308,"b":123456789012345678901234567890}`,
 	} {
 		got, _ := quoteHugeNumbers([]byte(in))
 		if string(got) != want {
