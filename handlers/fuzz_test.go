@@ -60,11 +60,19 @@ func refView(path, content string, vr []int) (string, bool) {
 	return "Here's the content of " + path + " with line numbers:\n" + refNumbered(lines, first, last), false
 }
 
+// refEcho cuts s after 200 characters; a byte that is not valid UTF-8 counts as one
+// character and is echoed as it is (JSON shows it as U+FFFD).
 func refEcho(s string) string {
-	if utf8.RuneCountInString(s) <= 200 {
+	n := utf8.RuneCountInString(s)
+	if n <= 200 {
 		return s
 	}
-	return string([]rune(s)[:200]) + fmt.Sprintf("… (%d characters in all)", utf8.RuneCountInString(s))
+	cut := 0
+	for range 200 {
+		_, size := utf8.DecodeRuneInString(s[cut:])
+		cut += size
+	}
+	return s[:cut] + fmt.Sprintf("… (%d characters in all)", n)
 }
 
 func refStrReplace(path, content, old, new string) (text, after string, isErr bool) {

@@ -41,10 +41,13 @@ const (
 type accessLog struct {
 	now func() time.Time
 
-	mu         sync.Mutex
-	recentSec  int64           // the second recent describes
-	recent     map[string]bool // names journaled as viewed during recentSec by this process
-	compacting bool
+	mu        sync.Mutex
+	recentSec int64           // the second recent describes
+	recent    map[string]bool // names journaled as viewed during recentSec by this process
+
+	// appendMu makes this process's appends one at a time: concurrent Views share the
+	// storage lock, and not every backend appends atomically (MemFs seeks, then writes).
+	appendMu sync.Mutex
 }
 
 // TrackAccess makes the store record when each file is viewed or changed, for Expire; now is
@@ -104,24 +107,45 @@ func (tx *Tx) forget(name string) {
 
 // flushAccess appends the transaction's events to the journal, in one write, while the
 // storage lock is still held. A failure to record is not the caller's failure: the call
-// itself succeeded, and the worst outcome is a file kept longer.
-func (tx *Tx) flushAccess() {
-	if len(tx.journal) == 0 {
-		return
+// itself succeeded, and the worst outcome is a file kept longer. It reports whether the
+// journal has grown past accessJournalMax; a change folds it into the snapshot at once,
+// a View leaves that to compactAccess, which needs the exclusive lock.
+func (tx *Tx) flushAccess() (full bool) {
+	a := tx.s.access
+	if len(tx.journal) == 0 || a == nil {
+		return false
 	}
+	a.appendMu.Lock()
+	defer a.appendMu.Unlock()
 	f, err := tx.s.fs.OpenFile(accessJournalName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return
+		return false
 	}
 	_, err = f.Write([]byte(strings.Join(tx.journal, "")))
 	fi, serr := f.Stat()
 	f.Close()
 	tx.journal = tx.journal[:0]
-	if err == nil && serr == nil && tx.write && fi.Size() > accessJournalMax {
-		if rec, err := readAccess(tx.s.fs); err == nil {
-			writeAccess(tx.s.fs, rec)
-		}
+	if err != nil || serr != nil || fi.Size() <= accessJournalMax {
+		return false
 	}
+	if !tx.write {
+		return true
+	}
+	if rec, err := readAccess(tx.s.fs); err == nil {
+		writeAccess(tx.s.fs, rec)
+	}
+	return false
+}
+
+// compactAccess folds a journal that grew past its bound into the snapshot.
+func (s *Store) compactAccess(ctx context.Context) {
+	s.Update(ctx, func(tx *Tx) error {
+		rec, err := readAccess(s.fs)
+		if err != nil {
+			return err
+		}
+		return writeAccess(s.fs, rec)
+	})
 }
 
 // readAccess returns the record: the snapshot with the journal replayed onto it.

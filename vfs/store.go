@@ -190,19 +190,26 @@ func (s *Store) Fs() afero.Fs { return s.fs }
 // View runs fn with read access to the store. It waits for the lock at most until ctx is
 // done, and then fails with ctx's error; fn should give up when ctx is done, too (Tree does).
 func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
+	full, err := s.view(ctx, fn)
+	if full {
+		s.compactAccess(ctx) // after the shared lock is released: it needs the exclusive one
+	}
+	return err
+}
+
+func (s *Store) view(ctx context.Context, fn func(*Tx) error) (journalFull bool, err error) {
 	if err := s.lock.Acquire(ctx, 1); err != nil {
-		return err
+		return false, err
 	}
 	defer s.lock.Release(1)
 	unlock, err := s.lockStorage(ctx, false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unlock()
 	tx := &Tx{s: s, ctx: ctx}
 	err = fn(tx)
-	tx.flushAccess()
-	return err
+	return tx.flushAccess(), err
 }
 
 // Update runs fn with exclusive access to the store: no other transaction of this process,
