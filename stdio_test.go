@@ -80,7 +80,8 @@ func TestStdioEOFAnswersEverything(t *testing.T) {
 					os.MkdirAll(filepath.Join(dir, "lower"), 0o700)
 					args = append(args, "-lower", filepath.Join(dir, "lower"), "-root", filepath.Join(dir, "upper"))
 				}
-				var out, errOut bytes.Buffer
+				var out bytes.Buffer
+				var errOut syncBuffer // the log is written from several goroutines
 				code := run(context.Background(), args, func(string) string { return "" }, bytes.NewReader(input), &out, &errOut)
 				if code != 0 {
 					t.Fatalf("round %d: exit %d: %s", round, code, errOut.String())
@@ -134,7 +135,8 @@ func TestStdioEOFProcess(t *testing.T) {
 func TestStdioHugeNumbers(t *testing.T) {
 	input := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories","view_range":[1e400,2]}}}` + "\n"
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
+	var errOut syncBuffer // the log is written from several goroutines
 	if code := run(context.Background(), []string{"-backend", "memory"}, func(string) string { return "" }, strings.NewReader(input), &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}

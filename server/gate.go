@@ -76,7 +76,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveStream(w, r, tenant)
 	case http.MethodPost:
 		g.servePost(w, r, tenant)
-	default:
+	default: // DELETE and the like: no body is expected, and none is waited for long
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(smallBodyTimeout))
 		g.next.ServeHTTP(&deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}, r)
 	}
 }

@@ -312,22 +312,6 @@ func (s *Store) Expire(ctx context.Context, maxAge time.Duration, dryRun bool) (
 	return out, err
 }
 
-// LastAccess returns the record's time of the last view or change of the file at p, for
-// tests and tools; ok is false when the record does not know the file.
-func (s *Store) LastAccess(ctx context.Context, p Path) (t time.Time, ok bool, err error) {
-	err = s.View(ctx, func(tx *Tx) error {
-		rec, err := readAccess(s.fs)
-		if err != nil {
-			return err
-		}
-		var sec int64
-		sec, ok = rec[p.Name()]
-		t = time.Unix(sec, 0)
-		return nil
-	})
-	return t, ok, err
-}
-
 // emptyAfter reports whether directory dir holds nothing once the names in gone are gone.
 func (tx *Tx) emptyAfter(dir string, gone map[string]bool) (bool, error) {
 	infos, err := tx.readDir(dir)
