@@ -273,10 +273,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return nil, nil, "", err
 		}
 		// Every process that uses the storage records access (a read-only one records
-		// nothing), so that expiry, in whichever process runs it, counts them all.
-		if err := store.TrackAccess(time.Now); err != nil {
-			store.Close()
-			return nil, nil, "", err
+		// nothing), so that expiry, in whichever process runs it, counts them all. Memory
+		// is this process's alone: there, only expiry needs the record.
+		if c.backend != "memory" || c.expireAfter > 0 {
+			if err := store.TrackAccess(time.Now); err != nil {
+				store.Close()
+				return nil, nil, "", err
+			}
 		}
 		opts := []handlers.Option{handlers.Timeout(c.callTimeout)}
 		if readOnly {

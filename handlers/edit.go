@@ -17,7 +17,8 @@ func (h *Handlers) create(ctx context.Context, a CreateArgs) Result {
 	if err != nil {
 		return errorf("%s", err.Error())
 	}
-	if res, found := h.secretIn([]string{a.Path}, []byte(a.FileText), 0, len(a.FileText)); found {
+	data := []byte(a.FileText)
+	if res, found := h.secretIn([]string{a.Path}, data, 0, len(data)); found {
 		return res
 	}
 	exists := errorf("Error: File %s already exists", a.Path)
@@ -35,7 +36,7 @@ func (h *Handlers) create(ctx context.Context, a CreateArgs) Result {
 		if res, ok, err := h.checkSize(tx, a.Path, 0, int64(len(a.FileText))); !ok {
 			return res, err
 		}
-		if err := tx.CreateFile(p, []byte(a.FileText)); err != nil {
+		if err := tx.CreateFile(p, data); err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return exists, nil // created by someone outside memory-mcp since the check
 			}

@@ -272,14 +272,14 @@ func (h *Handlers) secretIn(paths []string, content []byte, from, to int) (Resul
 		return Result{}, false
 	}
 	for _, p := range paths {
-		if kind, _, found := findSecret(p, 0, len(p)); found {
+		if kind, _, found := findSecret([]byte(p), 0, len(p)); found {
 			return Result{Text: fmt.Sprintf("Error: The path contains what looks like a %s; memory paths must not hold credentials. Choose another name.", kind), IsError: true, Code: CodeSecret}, true
 		}
 	}
 	if content == nil {
 		return Result{}, false
 	}
-	kind, line, found := findSecret(string(content), from, to)
+	kind, line, found := findSecret(content, from, to)
 	if !found {
 		return Result{}, false
 	}

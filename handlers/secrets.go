@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"regexp"
 	"strings"
 	"sync"
@@ -117,17 +118,17 @@ const scanMargin = 1024
 // findSecret reports the first credential in text that lies in, or touches, the region
 // [from, to) (a change wrote those bytes; from == to for a deletion): its kind and the
 // 1-based line of text it starts on. Only the region and scanMargin bytes around it, to
-// whole lines, are scanned, so an edit of a large file does not rescan all of it.
-func findSecret(text string, from, to int) (kind string, line int, found bool) {
+// whole lines, are scanned, so an edit of a large file does not rescan (or copy) all of it.
+func findSecret(text []byte, from, to int) (kind string, line int, found bool) {
 	lo, hi := max(0, from-scanMargin), min(len(text), to+scanMargin)
 	// Widen to whole lines (within another margin), so that the window's edges do not cut
 	// a word in two and make something match that does not.
-	if i := strings.LastIndexByte(text[max(0, lo-scanMargin):lo], '\n'); i >= 0 {
+	if i := bytes.LastIndexByte(text[max(0, lo-scanMargin):lo], '\n'); i >= 0 {
 		lo = max(0, lo-scanMargin) + i + 1
 	} else {
 		lo = max(0, lo-scanMargin)
 	}
-	if i := strings.IndexByte(text[hi:min(len(text), hi+scanMargin)], '\n'); i >= 0 {
+	if i := bytes.IndexByte(text[hi:min(len(text), hi+scanMargin)], '\n'); i >= 0 {
 		hi += i
 	} else {
 		hi = min(len(text), hi+scanMargin)
@@ -137,7 +138,7 @@ func findSecret(text string, from, to int) (kind string, line int, found bool) {
 	for _, r := range secretRules() {
 		hit := false
 		for _, k := range r.keywords {
-			if strings.Contains(window, k) {
+			if bytes.Contains(window, []byte(k)) {
 				hit = true
 				break
 			}
@@ -145,12 +146,12 @@ func findSecret(text string, from, to int) (kind string, line int, found bool) {
 		if !hit {
 			continue
 		}
-		for _, loc := range r.re.FindAllStringIndex(window, -1) {
+		for _, loc := range r.re.FindAllIndex(window, -1) {
 			start, end := lo+loc[0], lo+loc[1]
 			if end < from || start > to {
 				continue // not the change's doing
 			}
-			if r.allow != nil && r.allow(window[loc[0]:loc[1]]) {
+			if r.allow != nil && r.allow(string(window[loc[0]:loc[1]])) {
 				continue
 			}
 			if at < 0 || start < at {
@@ -162,12 +163,12 @@ func findSecret(text string, from, to int) (kind string, line int, found bool) {
 	if at < 0 {
 		return "", 0, false
 	}
-	return kind, strings.Count(text[:at], "\n") + 1, true
+	return kind, bytes.Count(text[:at], []byte{'\n'}) + 1, true
 }
 
 // HasSecret reports whether s (a path, say) contains what looks like a credential, so that
 // a log line can leave it out.
 func HasSecret(s string) bool {
-	_, _, found := findSecret(s, 0, len(s))
+	_, _, found := findSecret([]byte(s), 0, len(s))
 	return found
 }

@@ -34,7 +34,8 @@ type OSFs struct {
 	real     string // dir with symbolic links resolved, for absolute links into it
 	readOnly bool
 
-	root *os.Root
+	root     *os.Root
+	rootInfo os.FileInfo // the directory root opened, to tell whether f.dir is still it
 
 	lockMu  sync.Mutex
 	lock    *os.File // the data lock; nil when it cannot be had (read-only storage without one)
@@ -97,7 +98,12 @@ func (f *OSFs) open() error {
 	}
 	lock, lerr := root.OpenFile(lockFileName, flag|openNonblock, 0o600)
 	gate, gerr := root.OpenFile(gateFileName, flag|openNonblock, 0o600)
-	f.root, f.lock, f.gate = root, nil, nil
+	info, err := root.Stat(".")
+	if err != nil {
+		root.Close()
+		return err
+	}
+	f.root, f.rootInfo, f.lock, f.gate = root, info, nil, nil
 	if lerr == nil && gerr == nil {
 		f.lock, f.gate = lock, gate
 	} else {
@@ -135,8 +141,7 @@ func (f *OSFs) checkRoot() error {
 		}
 		return err
 	}
-	cur, err := f.root.Stat(".")
-	if err == nil && os.SameFile(fi, cur) {
+	if os.SameFile(fi, f.rootInfo) {
 		return nil
 	}
 	if !fi.IsDir() {
