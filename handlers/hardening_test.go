@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func TestFIFOSwap(t *testing.T) {
 	h := handlers.New(openOS(t, dir), handlers.DefaultLimits(), handlers.Timeout(5*time.Second))
 	call(h, map[string]any{"command": "create", "path": "/memories/f.md", "file_text": "x"})
 	os.Remove(filepath.Join(dir, "f.md"))
-	if err := syscall.Mkfifo(filepath.Join(dir, "f.md"), 0o600); err != nil {
+	if err := mkfifo(filepath.Join(dir, "f.md")); err != nil {
 		t.Skipf("no fifos here: %v", err)
 	}
 	want := "Error: The path /memories/f.md is not a regular file or directory"

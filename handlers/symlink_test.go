@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
@@ -133,7 +132,7 @@ func TestSymlinkInsideAndSpecialFiles(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	os.WriteFile(filepath.Join(dir, "target.txt"), []byte("target\n"), 0o600)
 	os.Symlink("target.txt", filepath.Join(dir, "in-link"))
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+	if err := mkfifo(filepath.Join(dir, "fifo")); err != nil {
 		t.Fatal(err)
 	}
 	s, err := vfs.OpenOSStore(dir)

@@ -256,7 +256,7 @@ func TestSSEClientThatDoesNotRead(t *testing.T) {
 	s.h.Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/big.md", "file_text": big})
 
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return rc.Control(smallReceiveBuffer)
 	}}
 	c, err := d.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {

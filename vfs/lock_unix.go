@@ -34,3 +34,6 @@ func tryFlock(f *os.File, exclusive bool) error {
 }
 
 func funlock(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN) }
+
+// syncDir flushes a directory's entries, so that a rename into it survives a crash.
+func syncDir(d *os.File) error { return d.Sync() }

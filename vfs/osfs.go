@@ -390,7 +390,7 @@ func (f *OSFs) SyncDir(name string) error {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	return syncDir(d.(osFile).File)
 }
 
 // RenameNoReplace renames oldname to newname and fails with fs.ErrExist if newname exists;

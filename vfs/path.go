@@ -3,6 +3,7 @@ package vfs
 import (
 	"fmt"
 	"path"
+	"runtime"
 	"strconv"
 	"strings"
 	"unicode"
@@ -91,12 +92,14 @@ const (
 	NotUnderRoot                           // P2: not /memories and not below /memories/
 	Escapes                                // P3/P4: leaves /memories, or names bookkeeping
 	TooLong                                // a name over MaxNameBytes or a path over MaxPathBytes
+	WindowsName                            // a name Windows cannot hold (only on Windows)
 )
 
 // PathError is a refused virtual path. Its Error text is the exact message the model sees.
 type PathError struct {
-	Path string // the path as the caller sent it
-	Kind PathErrorKind
+	Path   string // the path as the caller sent it
+	Kind   PathErrorKind
+	Detail string // for WindowsName: what is wrong with the name
 }
 
 func (e *PathError) Error() string {
@@ -106,6 +109,8 @@ func (e *PathError) Error() string {
 		return fmt.Sprintf("Error: Path %s contains characters that are not allowed", strconv.Quote(sent))
 	case NotUnderRoot:
 		return fmt.Sprintf("Error: Path must be %s or start with %s/, got: %s", Root, Root, sent)
+	case WindowsName:
+		return fmt.Sprintf("Error: Path %s cannot be stored on Windows: %s. Choose another name.", sent, e.Detail)
 	case TooLong:
 		return fmt.Sprintf("Error: Path %s is too long: each name may have at most %d bytes and the whole path at most %d bytes", sent, MaxNameBytes, MaxPathBytes)
 	default:
@@ -128,7 +133,11 @@ func (e *PathError) Error() string {
 //   - P3 also refuses every element that starts with ".memory-mcp" (any case): that prefix
 //     is reserved for the server's bookkeeping files.
 //   - Last, an element over 255 bytes or a path over 4096 bytes is refused as too long.
-func Resolve(vpath string) (Path, error) {
+func Resolve(vpath string) (Path, error) { return resolve(vpath, runtime.GOOS == "windows") }
+
+// resolve is Resolve, with Windows' name rules applied when windowsNames is set (so that
+// they are tested on every platform).
+func resolve(vpath string, windowsNames bool) (Path, error) {
 	if hasBadCharacters(vpath) {
 		return Path{}, &PathError{Path: vpath, Kind: BadCharacters}
 	}
@@ -150,7 +159,42 @@ func Resolve(vpath string) (Path, error) {
 			return Path{}, &PathError{Path: vpath, Kind: TooLong}
 		}
 	}
+	if windowsNames {
+		for _, elem := range strings.Split(strings.TrimPrefix(clean, Root+"/"), "/") {
+			if reason := WindowsNameProblem(elem); reason != "" && clean != Root {
+				return Path{}, &PathError{Path: vpath, Kind: WindowsName, Detail: reason}
+			}
+		}
+	}
 	return Path{clean: clean}, nil
+}
+
+// WindowsNameProblem says why Windows cannot hold a file or directory named name, or ""
+// if it can: a reserved device name (CON, PRN, AUX, NUL, COM0–COM9, LPT0–LPT9, with any
+// extension and in any case, the superscript digits included), a name that ends with a dot
+// or a space, or one of the characters < > : " | ? *.
+func WindowsNameProblem(name string) string {
+	if i := strings.IndexAny(name, `<>:"|?*`); i >= 0 {
+		return fmt.Sprintf("names may not contain %q", name[i:i+1])
+	}
+	if strings.HasSuffix(name, ".") || strings.HasSuffix(name, " ") {
+		return "names may not end with a dot or a space"
+	}
+	stem := strings.ToUpper(name)
+	if i := strings.IndexByte(stem, '.'); i >= 0 {
+		stem = stem[:i]
+	}
+	stem = strings.TrimRight(stem, " ")
+	switch stem {
+	case "CON", "PRN", "AUX", "NUL":
+		return fmt.Sprintf("%q is a reserved device name", name)
+	}
+	if len(stem) >= 4 && (strings.HasPrefix(stem, "COM") || strings.HasPrefix(stem, "LPT")) {
+		if d := stem[3:]; len(d) == 1 && d[0] >= '0' && d[0] <= '9' || d == "¹" || d == "²" || d == "³" {
+			return fmt.Sprintf("%q is a reserved device name", name)
+		}
+	}
+	return ""
 }
 
 // MustResolve is Resolve for paths known to be valid (tests, constants); it panics otherwise.

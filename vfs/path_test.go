@@ -174,3 +174,47 @@ func unwrapPathErr(err error) error {
 	}
 	return err
 }
+
+// Windows' name rules are a pure function, checked here on every platform; on Windows,
+// Resolve applies them to every element of a path.
+func TestWindowsNames(t *testing.T) {
+	refused := map[string]string{
+		"CON":      `"CON" is a reserved device name`,
+		"con.txt":  `"con.txt" is a reserved device name`,
+		"Nul.md":   `"Nul.md" is a reserved device name`,
+		"aux":      `"aux" is a reserved device name`,
+		"COM1":     `"COM1" is a reserved device name`,
+		"lpt9.log": `"lpt9.log" is a reserved device name`,
+		"COM¹":     `"COM¹" is a reserved device name`,
+		"PRN .txt": `"PRN .txt" is a reserved device name`,
+		"notes.":   "names may not end with a dot or a space",
+		"notes ":   "names may not end with a dot or a space",
+		"a<b":      `names may not contain "<"`,
+		"a>b":      `names may not contain ">"`,
+		"a:b":      `names may not contain ":"`,
+		`a"b`:      `names may not contain "\""`,
+		"a|b":      `names may not contain "|"`,
+		"what?":    `names may not contain "?"`,
+		"*.md":     `names may not contain "*"`,
+	}
+	for name, want := range refused {
+		if got := WindowsNameProblem(name); got != want {
+			t.Errorf("%q: got %q, want %q", name, got, want)
+		}
+	}
+	for _, name := range []string{"notes.md", "CONSOLE.md", "com10", "COM", "lpt", "nul-results", "a.b.c", ".hidden", "console", "com1x"} {
+		if got := WindowsNameProblem(name); got != "" {
+			t.Errorf("%q refused: %s", name, got)
+		}
+	}
+	_, err := resolve("/memories/projects/con.txt", true)
+	if err == nil || err.Error() != `Error: Path /memories/projects/con.txt cannot be stored on Windows: "con.txt" is a reserved device name. Choose another name.` {
+		t.Errorf("resolve on Windows: %v", err)
+	}
+	if _, err := resolve("/memories/projects/con.txt", false); err != nil {
+		t.Errorf("elsewhere the name is fine: %v", err)
+	}
+	if _, err := resolve("/memories", true); err != nil {
+		t.Errorf("the root: %v", err)
+	}
+}

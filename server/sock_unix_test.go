@@ -1,0 +1,11 @@
+//go:build unix
+
+package server
+
+import "syscall"
+
+// smallReceiveBuffer makes a socket's receive buffer tiny, so that a peer that stops
+// reading fills it at once.
+func smallReceiveBuffer(fd uintptr) {
+	syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+}
