@@ -36,9 +36,9 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-// version is set at build time with -ldflags "-X main.version=…"; otherwise the module
-// version that go install recorded is used.
-var version = ""
+// version, commit and date are set at build time (-ldflags "-X main.version=…"); when they
+// are not, the module's build information (go install, or a build from a checkout) fills in.
+var version, commit, date = "", "", ""
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,7 +136,34 @@ func parseArgs(args []string, getenv func(string) string) (*config, []string, er
 	if getenv("MEMORY_MCP_ROOT") != "" {
 		c.rootSet = true
 	}
+	// Client configurations are JSON, where no shell expands "~": do it here.
+	for _, p := range []*string{&c.root, &c.lower, &c.tenants, &c.instructions} {
+		*p = expandHome(*p, getenv)
+	}
 	return c, rest, c.validate(rest)
+}
+
+// expandHome replaces a leading "~/" (or "~\" on Windows) with the user's home directory,
+// taken from HOME, or USERPROFILE on Windows.
+func expandHome(p string, getenv func(string) string) string {
+	rest, ok := strings.CutPrefix(p, "~/")
+	if !ok && runtime.GOOS == "windows" {
+		rest, ok = strings.CutPrefix(p, `~\`)
+	}
+	if p == "~" {
+		rest, ok = "", true
+	}
+	if !ok {
+		return p
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home = getenv("USERPROFILE")
+	}
+	if home == "" {
+		return p
+	}
+	return filepath.Join(home, rest)
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -246,11 +273,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return 2
 	}
 	if c.version {
-		fmt.Fprintln(stdout, "memory-mcp", buildVersion())
+		printVersion(stdout)
 		return 0
 	}
 	if len(rest) > 0 && rest[0] == "token" {
-		return printToken(rest[1:], stdout)
+		return printToken(rest[1:], stdout, stderr)
 	}
 	log := newLogger(c, stderr)
 
@@ -440,10 +467,14 @@ func openStore(c *config, sub string, readOnly bool, getenv func(string) string)
 }
 
 // printToken prints a new bearer token and the tenants-file entry that admits it.
-func printToken(args []string, stdout io.Writer) int {
+func printToken(args []string, stdout, stderr io.Writer) int {
 	name := "NAME"
 	if len(args) == 1 {
 		name = args[0]
+		if err := server.ValidTenantName(name); err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: token: %v\n", err)
+			return 2
+		}
 	}
 	token, sha := server.NewToken()
 	entry, _ := json.Marshal(server.TenantSpec{Name: name, TokenSHA256: sha})
@@ -503,13 +534,43 @@ func execOne(ctx context.Context, h *handlers.Handlers, operand string, stdin io
 }
 
 func buildVersion() string {
-	if version != "" {
-		return version
+	v, _, _ := buildInfo()
+	return v
+}
+
+// buildInfo returns the version, the commit and the date of the build: the stamped ones,
+// or what Go recorded in the binary.
+func buildInfo() (v, rev, at string) {
+	v, rev, at = version, commit, date
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision" && rev == "":
+				rev = s.Value
+			case s.Key == "vcs.time" && at == "":
+				at = s.Value
+			}
+		}
 	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
+	if v == "" {
+		v = "devel"
 	}
-	return "devel"
+	if rev == "" {
+		rev = "unknown"
+	}
+	if at == "" {
+		at = "unknown"
+	}
+	return v, rev, at
+}
+
+// printVersion prints "memory-mcp VERSION (commit COMMIT, built DATE, GO)".
+func printVersion(w io.Writer) {
+	v, rev, at := buildInfo()
+	fmt.Fprintf(w, "memory-mcp %s (commit %s, built %s, %s)\n", v, rev, at, runtime.Version())
 }
 
 func printUsage(w io.Writer) {

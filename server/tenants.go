@@ -32,6 +32,14 @@ type TenantSpec struct {
 
 var tenantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// ValidTenantName refuses a name the tenants file would refuse.
+func ValidTenantName(name string) error {
+	if !tenantName.MatchString(name) {
+		return fmt.Errorf("name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
 // ParseTenants reads a tenants file: {"tenants": [TenantSpec, ...]}. Unknown fields are
 // errors, so a misspelt "read_only" does not silently grant write access.
 func ParseTenants(data []byte) ([]TenantSpec, error) {
@@ -49,8 +57,8 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 	names, hashes, dirs := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for i := range file.Tenants {
 		t := &file.Tenants[i]
-		if !tenantName.MatchString(t.Name) {
-			return nil, fmt.Errorf("tenant %d: name %q must be 1-64 letters, digits, '.', '_' or '-'", i+1, t.Name)
+		if err := ValidTenantName(t.Name); err != nil {
+			return nil, fmt.Errorf("tenant %d: %v", i+1, err)
 		}
 		h, err := hex.DecodeString(t.TokenSHA256)
 		if err != nil || len(h) != sha256.Size {
