@@ -56,7 +56,7 @@ type config struct {
 	tenants, secrets                                           string
 	insecureNoAuth, readOnly, expireDryRun                     bool
 	expireAfter, callTimeout, sessionIdle                      time.Duration
-	allowedOrigins                                             string
+	allowedOrigins, allowedHosts                               string
 	maxSessions, maxSessionsPerTenant, maxInflight             int
 	maxInflightBytes                                           int64
 }
@@ -90,6 +90,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.callTimeout, "call-timeout", handlers.DefaultTimeout, "longest a tool call may take (waiting for the storage included) before it fails with a storage error")
 	fs.StringVar(&c.secrets, "secrets", "reject", "reject (refuse text that looks like a credential) or off")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated web origins (such as https://app.example.com) whose pages may call the http and sse transports; requests from any other origin get 403 (a local page may call a loopback listener)")
+	fs.StringVar(&c.allowedHosts, "allowed-hosts", "", "comma-separated Host names that a loopback listener also answers (such as the name a reverse proxy on this host forwards with); other non-local Hosts get 403")
 	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "Streamable HTTP sessions end after this long without a request")
 	fs.IntVar(&c.maxSessions, "max-sessions", 1000, "most Streamable HTTP sessions at once; beyond it the least recently used ends")
 	fs.IntVar(&c.maxSessionsPerTenant, "max-sessions-per-tenant", 100, "most Streamable HTTP sessions of one tenant at once")
@@ -318,10 +319,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return handlers.New(store, limits, opts...), store, where, nil
 	}
 	var (
-		h       *handlers.Handlers
-		where   string
-		tenants []server.Tenant
-		expiry  []server.ExpiryTarget
+		h      *handlers.Handlers
+		where  string
+		expiry []server.ExpiryTarget
 	)
 	if specs == nil {
 		var store *vfs.Store
@@ -334,19 +334,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer store.Close()
 		expiry = append(expiry, server.ExpiryTarget{Store: store})
 	}
-	for _, spec := range specs {
-		th, store, _, err := open(spec.Dir, spec.ReadOnly)
-		if err != nil {
-			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory of tenant %s: %v\n", spec.Name, err)
+	ts := &tenantSet{open: open, stores: map[string]openedTenant{}}
+	defer ts.close()
+	if specs != nil {
+		if err := ts.load(specs); err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: %v\n", err)
 			return 1
 		}
-		defer store.Close()
-		tenants = append(tenants, server.NewTenant(spec, th))
-		expiry = append(expiry, server.ExpiryTarget{Tenant: spec.Name, Store: store})
-	}
-	if specs != nil {
 		where = fmt.Sprintf("%d tenants", len(specs))
 	}
+	expiryTargets := func() []server.ExpiryTarget { return append(expiry, ts.expiry()...) }
 
 	if len(rest) > 0 {
 		return execOne(ctx, h, rest[1], stdin, stdout, stderr)
@@ -358,7 +355,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			server.RunExpiry(expiryCtx, expiry, c.expireAfter, c.expireDryRun, log)
+			server.RunExpiry(expiryCtx, expiryTargets, c.expireAfter, c.expireDryRun, log)
 		}()
 		defer func() { stopExpiry(); <-done }()
 	}
@@ -376,7 +373,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		instructions = string(data)
 	}
-	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: tenants})
+	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: ts.tenants()})
+	if c.tenants != "" {
+		// SIGHUP reloads the tenants file: new tenants are admitted, removed ones refused,
+		// rotated tokens take effect; a file with a mistake changes nothing.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for range hup {
+				data, err := os.ReadFile(c.tenants)
+				var specs []server.TenantSpec
+				if err == nil {
+					specs, err = server.ParseTenants(data)
+				}
+				if err == nil {
+					err = ts.load(specs)
+				}
+				if err != nil {
+					log.Error().Err(err).Msg("tenants file not reloaded; the tenants stay as they were")
+					continue
+				}
+				srv.SetTenants(ts.tenants())
+				log.Info().Int("tenants", len(specs)).Msg("tenants file reloaded")
+			}
+		}()
+	}
 	log.Info().Str("transport", c.transport).Str("backend", c.backend).Str("store", where).Str("tools", c.tools).Str("version", buildVersion()).Msg("memory-mcp starting")
 
 	if c.transport == "stdio" {
@@ -395,17 +417,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		log.Info().Str("addr", ln.Addr().String()).Str("url", "http://"+ln.Addr().String()+path).Msg("listening")
 		limits := server.DefaultLimits()
 		limits.Requests, limits.PerTenant, limits.RequestBytes = c.maxInflight, max(1, c.maxInflight/4), c.maxInflightBytes
-		var origins []string
-		for _, o := range strings.Split(c.allowedOrigins, ",") {
-			if o = strings.TrimSpace(o); o != "" {
-				origins = append(origins, strings.TrimSuffix(o, "/"))
-			}
-		}
 		err = srv.ServeHTTP(ctx, server.HTTPOptions{
 			Transport: c.transport, Listener: ln, MaxRequestBytes: c.maxRequestBytes,
 			Limits:         limits,
 			Sessions:       server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant},
-			AllowedOrigins: origins,
+			AllowedOrigins: splitList(c.allowedOrigins, "/"),
+			AllowedHosts:   splitList(c.allowedHosts, ""),
 		})
 	}
 	if err != nil {
@@ -414,6 +431,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log.Info().Msg("memory-mcp stopped")
 	return 0
+}
+
+// splitList splits a comma-separated flag value, trimming spaces and the suffix from each item.
+func splitList(v, suffix string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, strings.TrimSuffix(item, suffix))
+		}
+	}
+	return out
 }
 
 func newLogger(c *config, stderr io.Writer) zerolog.Logger {

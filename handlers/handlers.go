@@ -361,3 +361,11 @@ func (h *Handlers) checkSize(tx *vfs.Tx, sent string, oldSize, newSize int64) (R
 	}
 	return Result{}, true, nil
 }
+
+// Ready reports whether the store answers: nil if its root can be looked at within ctx.
+func (h *Handlers) Ready(ctx context.Context) error {
+	return h.store.View(ctx, func(tx *vfs.Tx) error {
+		_, err := tx.Stat(vfs.MustResolve(vfs.Root))
+		return err
+	})
+}

@@ -19,12 +19,12 @@ type ExpiryTarget struct {
 // only logs what it would delete). It sweeps at once, then every maxAge/10 (at least a
 // minute, at most an hour), and returns when ctx is done. Each expired entry is an audit
 // line. Read-only stores are never swept; the others must track access.
-func RunExpiry(ctx context.Context, targets []ExpiryTarget, maxAge time.Duration, dryRun bool, log zerolog.Logger) {
+func RunExpiry(ctx context.Context, targets func() []ExpiryTarget, maxAge time.Duration, dryRun bool, log zerolog.Logger) {
 	sweep := func() {
 		// A sweep that has begun finishes (a stop waits for it), within its own bound.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		for _, t := range targets {
+		for _, t := range targets() {
 			if t.Store.ReadOnly() {
 				continue
 			}

@@ -27,7 +27,7 @@ func TestRunExpiryAudits(t *testing.T) {
 		var log bytes.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // one sweep, then return
-		server.RunExpiry(ctx, []server.ExpiryTarget{{Tenant: "alice", Store: store}}, 24*time.Hour, dryRun, zerolog.New(&log))
+		server.RunExpiry(ctx, func() []server.ExpiryTarget { return []server.ExpiryTarget{{Tenant: "alice", Store: store}} }, 24*time.Hour, dryRun, zerolog.New(&log))
 		line := log.String()
 		for _, want := range []string{`"tenant":"alice"`, `"command":"expire"`, `"path":"/memories/stale.md"`, `"bytes_before":5`, `"bytes_after":0`, `"message":"audit"`} {
 			if !strings.Contains(line, want) {

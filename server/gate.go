@@ -38,8 +38,9 @@ type gate struct {
 	budget   *budget
 	sessions *sessionTable
 
-	mu  sync.Mutex
-	sse map[string]*sseStream // legacy SSE sessions by id: their responses not yet sent
+	mu      sync.Mutex
+	sse     map[string]*sseStream                   // legacy SSE sessions by id: their responses not yet sent
+	streams map[string]map[*context.CancelFunc]bool // open event streams by tenant, to end them
 }
 
 // smallBodyTimeout is how long a small body may take to arrive.
@@ -49,21 +50,28 @@ const smallBodyTimeout = 5 * time.Second
 type sseStream struct{ pending atomic.Int64 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz", "/readyz":
+		g.health(w, r)
+		return
+	}
 	if !g.originAllowed(r) {
 		refuse(w, http.StatusForbidden, "Forbidden: requests from this web origin are not allowed (see -allowed-origins)")
 		return
 	}
-	if g.loopback && !loopbackHost(r.Host) {
+	if g.loopback && !loopbackHost(r.Host) && !g.hostAllowed(r.Host) {
 		refuse(w, http.StatusForbidden, "Forbidden: this server only answers requests addressed to the local host")
 		return
 	}
 	tenant := ""
-	if len(g.s.tenants) > 0 {
+	if g.s.hasTenants {
 		t := g.s.authenticate(r)
 		if t != nil && !g.s.ownsSession(t, r, g.sessions) {
 			t = nil
 		}
 		if t == nil {
+			g.s.authFailures.Warn().Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).
+				Bool("token_sent", r.Header.Get("Authorization") != "").Msg("authentication failed")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="memory-mcp"`)
 			refuse(w, http.StatusUnauthorized, "Unauthorized: send Authorization: Bearer <token> with a token from the tenants file")
 			return
@@ -80,6 +88,44 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).SetReadDeadline(time.Now().Add(smallBodyTimeout))
 		g.next.ServeHTTP(&deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}, r)
 	}
+}
+
+// endStreams ends the event streams of the named tenants.
+func (g *gate) endStreams(tenants []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range tenants {
+		for cancel := range g.streams[t] {
+			(*cancel)()
+		}
+	}
+}
+
+// hostAllowed reports whether host (with or without a port) is listed in -allowed-hosts.
+func (g *gate) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return slices.ContainsFunc(g.opts.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) || strings.EqualFold(a, hostport) })
+}
+
+// health answers the probes of a supervisor or load balancer, without authentication and
+// revealing nothing: /healthz says the process serves; /readyz that every memory's storage
+// answers (503 otherwise).
+func (g *gate) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Path == "/healthz" {
+		io.WriteString(w, "ok\n")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if !g.s.ready(ctx) {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ready\n")
 }
 
 // refuse answers with an error and closes the connection: the rest of the request, if it
@@ -119,6 +165,20 @@ func (g *gate) serveStream(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	defer g.budget.endStream(tenant)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	r = r.WithContext(ctx)
+	g.mu.Lock()
+	if g.streams[tenant] == nil {
+		g.streams[tenant] = map[*context.CancelFunc]bool{}
+	}
+	g.streams[tenant][&cancel] = true
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.streams[tenant], &cancel)
+		g.mu.Unlock()
+	}()
 	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
 	if r.URL.Path == "/sse" {
 		dw.sse = g

@@ -50,8 +50,12 @@ type Server struct {
 	tools    string
 	inflight atomic.Int64 // tool calls running now; shutdown waits for them
 
-	tenants  []Tenant
-	sessions sync.Map // MCP session id → name of the tenant that opened it
+	hasTenants bool                     // the server was started with tenants: a request needs one
+	tenants    atomic.Pointer[[]Tenant] // replaced whole by SetTenants
+	sessions   sync.Map                 // MCP session id → name of the tenant that opened it
+	// tenantsRemoved, set by ServeHTTP, ends the event streams of tenants SetTenants removed.
+	tenantsRemoved atomic.Pointer[func(names []string)]
+	authFailures   zerolog.Logger // sampled: a flood of bad tokens writes a few lines a second
 }
 
 // New builds the server over the given handlers.
@@ -59,7 +63,10 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	if cfg.Tools == "" {
 		cfg.Tools = ToolsSplit
 	}
-	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, tenants: cfg.Tenants}
+	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, hasTenants: len(cfg.Tenants) > 0}
+	tenants := cfg.Tenants
+	s.tenants.Store(&tenants)
+	s.authFailures = cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Second})
 	hooks := &mcpserver.Hooks{}
 	// A session belongs to the tenant that opened it; authorize refuses anyone else's token.
 	hooks.AddOnRegisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
@@ -121,10 +128,35 @@ func (s *Server) handlersFor(ctx context.Context) *handlers.Handlers {
 	if t := tenantFrom(ctx); t != nil {
 		return t.Handlers
 	}
-	if len(s.tenants) > 0 {
+	if s.hasTenants {
 		return nil // tenants configured, and this request has none: never a default memory
 	}
 	return s.h
+}
+
+// SetTenants replaces the tenants (the tenants file was reloaded). A removed tenant's token
+// is refused from now on, its sessions are forgotten and its event streams end; a tenant
+// whose token changed must use the new one.
+func (s *Server) SetTenants(tenants []Tenant) {
+	old := *s.tenants.Swap(&tenants)
+	var removed []string
+	for _, o := range old {
+		if !slices.ContainsFunc(tenants, func(t Tenant) bool { return t.Name == o.Name }) {
+			removed = append(removed, o.Name)
+		}
+	}
+	if len(removed) == 0 {
+		return
+	}
+	s.sessions.Range(func(id, owner any) bool {
+		if slices.Contains(removed, owner.(string)) {
+			s.sessions.Delete(id)
+		}
+		return true
+	})
+	if end := s.tenantsRemoved.Load(); end != nil {
+		(*end)(removed)
+	}
 }
 
 // MCP returns the underlying mcp-go server, for in-process clients.
@@ -220,6 +252,23 @@ func (s *Server) drain(timeout time.Duration) bool {
 			return false
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// ready reports whether every memory the server serves answers a look at its root.
+func (s *Server) ready(ctx context.Context) bool {
+	var all []*handlers.Handlers
+	if s.h != nil && !s.hasTenants {
+		all = append(all, s.h)
+	}
+	for _, t := range *s.tenants.Load() {
+		all = append(all, t.Handlers)
+	}
+	for _, h := range all {
+		if h.Ready(ctx) != nil {
+			return false
+		}
 	}
 	return true
 }

@@ -141,9 +141,10 @@ func (s *Server) authenticate(r *http.Request) *Tenant {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(auth[len(prefix):])))
 	var found *Tenant
-	for i := range s.tenants {
-		if subtle.ConstantTimeCompare(sum[:], s.tenants[i].hash[:]) == 1 {
-			found = &s.tenants[i]
+	tenants := *s.tenants.Load()
+	for i := range tenants {
+		if subtle.ConstantTimeCompare(sum[:], tenants[i].hash[:]) == 1 {
+			found = &tenants[i]
 		}
 	}
 	return found

@@ -34,6 +34,9 @@ type HTTPOptions struct {
 	// server; any other request carrying an Origin is refused, except a local page on a
 	// loopback listener.
 	AllowedOrigins []string
+	// AllowedHosts are Host names (with or without a port) that a loopback listener also
+	// answers, such as the name a reverse proxy on the same host forwards with.
+	AllowedHosts []string
 	// Timeouts: reading a request's headers, then its body; writing each part of a
 	// response (a client that does not read its event stream for that long is
 	// disconnected); and keeping an idle connection. Zero: DefaultTimeouts.
@@ -101,6 +104,7 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 			mcpserver.WithStreamableHTTPLogger(sdkLog),
 			mcpserver.WithStreamableHTTPServer(httpServer),
 			mcpserver.WithSessionIdManagerResolver(sessions),
+			mcpserver.WithDisableLocalhostProtection(true), // the gate checks Host, with -allowed-hosts
 			mcpserver.WithHeartbeatInterval(30*time.Second))
 		// Ending a session also releases what mcp-go keeps for it: the same as the
 		// client's DELETE, sent to mcp-go directly.
@@ -130,8 +134,11 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 		loopback: isLoopback(opts.Listener.Addr()),
 		budget:   newBudget(opts.Limits),
 		sse:      map[string]*sseStream{},
+		streams:  map[string]map[*context.CancelFunc]bool{},
 	}
 	httpServer.Handler = g
+	end := g.endStreams
+	s.tenantsRemoved.Store(&end)
 
 	done := make(chan error, 1)
 	go func() { done <- httpServer.Serve(opts.Listener) }()
