@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// needTool finds a command-line tool the packaging tests need: where it is missing they
+// skip, naming it, except in CI (CI=true), where .ci/run installs it and a skip would hide
+// a failure.
+func needTool(t *testing.T, name, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed (%s); CI must run this test", name, install)
+	}
+	t.Skipf("%s is not installed (%s)", name, install)
+	return ""
+}
+
+// The Claude Desktop bundle: the manifest passes mcpb validate; the Linux bundle, built by
+// packaging/mcpb/build.sh and unpacked, starts exactly as its mcp_config says (user_config
+// substituted, as Claude Desktop does) and serves a client the whole scenario.
+func TestClaudeDesktopBundle(t *testing.T) {
+	needTool(t, "mcpb", "npm install @anthropic-ai/mcpb")
+	needTool(t, "node", "Node.js")
+	if out, err := exec.Command("mcpb", "validate", "packaging/mcpb/manifest.json").CombinedOutput(); err != nil {
+		t.Fatalf("mcpb validate: %v\n%s", err, out)
+	}
+	out := t.TempDir()
+	build := exec.Command("packaging/mcpb/build.sh", "v9.8.7", out, runtime.GOOS+"/"+runtime.GOARCH)
+	if data, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build.sh: %v\n%s", err, data)
+	}
+	bundle := filepath.Join(out, fmt.Sprintf("memory-mcp-9.8.7-%s-%s.mcpb", runtime.GOOS, runtime.GOARCH))
+	dir := filepath.Join(t.TempDir(), "unpacked")
+	if data, err := exec.Command("mcpb", "unpack", bundle, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mcpb unpack: %v\n%s", err, data)
+	}
+
+	var m struct {
+		Version string
+		Server  struct {
+			MCPConfig struct {
+				Command string
+				Args    []string
+			} `json:"mcp_config"`
+		}
+		UserConfig map[string]struct{ Default any } `json:"user_config"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Version != "9.8.7" {
+		t.Errorf("bundle version %q", m.Version)
+	}
+	home := t.TempDir()
+	memories := filepath.Join(home, "My Memories")
+	values := map[string]string{"__dirname": dir, "HOME": home, "user_config.memory_dir": memories}
+	for k, v := range m.UserConfig {
+		if _, set := values["user_config."+k]; !set {
+			raw, _ := json.Marshal(v.Default) // a number as JSON writes it: 1048576, not 1.048576e+06
+			values["user_config."+k] = strings.Trim(string(raw), `"`)
+		}
+	}
+	subst := func(s string) string {
+		return regexp.MustCompile(`\$\{([^}]+)\}`).ReplaceAllStringFunc(s, func(v string) string {
+			key := v[2 : len(v)-1]
+			if val, ok := values[key]; ok {
+				return val
+			}
+			t.Fatalf("the manifest uses %s, which Claude Desktop does not provide", v)
+			return ""
+		})
+	}
+	command := subst(m.Server.MCPConfig.Command)
+	var args []string
+	for _, a := range m.Server.MCPConfig.Args {
+		args = append(args, subst(a))
+	}
+	cmd := exec.Command(command, args...)
+	cmd.Env = testEnv(t)
+	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+	runScenario(t, cs, false)
+	if _, err := os.Stat(memories); err != nil {
+		t.Errorf("the memory directory from user_config was not used: %v", err)
+	}
+	if v, _ := exec.Command(command, "-version").Output(); !strings.HasPrefix(string(v), "memory-mcp v9.8.7 ") {
+		t.Errorf("the bundled binary's version: %q", v)
+	}
+}
