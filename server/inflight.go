@@ -37,14 +37,39 @@ type budget struct {
 	small   int
 	bytes   int64
 	tenantB map[string]int64
-	n       int
-	tenantN map[string]int
-	streams map[string]int
-	nstream int
+	running counter // requests executing
+	streams counter // long-lived event streams
+}
+
+// counter counts things in flight, in all and per tenant, against a cap on each.
+type counter struct {
+	n, max, perMax int
+	per            map[string]int
+}
+
+func (c *counter) take(tenant string) bool {
+	if c.n >= c.max || c.per[tenant] >= c.perMax {
+		return false
+	}
+	c.n++
+	c.per[tenant]++
+	return true
+}
+
+func (c *counter) give(tenant string) {
+	c.n--
+	if c.per[tenant]--; c.per[tenant] == 0 {
+		delete(c.per, tenant)
+	}
 }
 
 func newBudget(l Limits) *budget {
-	return &budget{limits: l, tenantN: map[string]int{}, tenantB: map[string]int64{}, streams: map[string]int{}}
+	return &budget{
+		limits:  l,
+		tenantB: map[string]int64{},
+		running: counter{max: l.Requests, perMax: l.PerTenant, per: map[string]int{}},
+		streams: counter{max: l.Streams, perMax: l.StreamsPerTenant, per: map[string]int{}},
+	}
 }
 
 // read takes room to read a body of size bytes (-1: unknown), or reports false; release
@@ -77,44 +102,22 @@ func (b *budget) read(tenant string, size int64, max int64) (release func(), ok 
 	}, true
 }
 
-// execute takes room to execute one request, or reports false.
+// execute takes room to execute one request, or reports false; done gives it back.
 func (b *budget) execute(tenant string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.n >= b.limits.Requests || b.tenantN[tenant] >= b.limits.PerTenant {
-		return false
-	}
-	b.n++
-	b.tenantN[tenant]++
-	return true
+	return b.with(func() bool { return b.running.take(tenant) })
 }
+func (b *budget) done(tenant string) { b.with(func() bool { b.running.give(tenant); return true }) }
 
-func (b *budget) done(tenant string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n--
-	if b.tenantN[tenant]--; b.tenantN[tenant] == 0 {
-		delete(b.tenantN, tenant)
-	}
-}
-
-// stream takes room for one long-lived stream, or reports false.
+// stream takes room for one long-lived stream, or reports false; endStream gives it back.
 func (b *budget) stream(tenant string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.nstream >= b.limits.Streams || b.streams[tenant] >= b.limits.StreamsPerTenant {
-		return false
-	}
-	b.nstream++
-	b.streams[tenant]++
-	return true
+	return b.with(func() bool { return b.streams.take(tenant) })
+}
+func (b *budget) endStream(tenant string) {
+	b.with(func() bool { b.streams.give(tenant); return true })
 }
 
-func (b *budget) endStream(tenant string) {
+func (b *budget) with(fn func() bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.nstream--
-	if b.streams[tenant]--; b.streams[tenant] == 0 {
-		delete(b.streams, tenant)
-	}
+	return fn()
 }
