@@ -217,7 +217,7 @@ func hashDir(t testing.TB, dir string) string {
 }
 
 // faultFs makes one kind of operation fail with a given error, or panic, to drive the
-// storage-failure paths of SPEC §4. It forwards the optional interfaces of the filesystem
+// storage-failure paths of docs/behaviour.md §4. It forwards the optional interfaces of the filesystem
 // it wraps, so that the Store behaves as it would without it.
 type faultFs struct {
 	afero.Fs

@@ -10,7 +10,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/handlers"
 )
 
-// Concurrent calls never lose an update and never crash (SPEC §6), on every backend.
+// Concurrent calls never lose an update and never crash (docs/behaviour.md §6), on every backend.
 func TestConcurrentCalls(t *testing.T) {
 	const n = 50
 	var lines []string

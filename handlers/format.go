@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// formatSize writes a size as SPEC §3 asks: "{n}B" below 1024, otherwise one decimal in K,
+// formatSize writes a size as docs/behaviour.md §3 asks: "{n}B" below 1024, otherwise one decimal in K,
 // M, G or T, rounded half away from zero. Integer arithmetic keeps 1280 → "1.3K" exact.
 func formatSize(n int64) string {
 	if n < 1024 {
@@ -54,7 +54,7 @@ func validUTF8(text []byte) []byte {
 	return out
 }
 
-// countLines is the number of lines of SPEC §3: the text split on "\n".
+// countLines is the number of lines of docs/behaviour.md §3: the text split on "\n".
 func countLines(text []byte) int { return bytes.Count(text, []byte{'\n'}) + 1 }
 
 // lineOffset returns the byte offset where line n (1-based) starts; n must exist.

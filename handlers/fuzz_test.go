@@ -12,7 +12,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-// The reference model: each edit command written the plainest way, from SPEC §3, with no
+// The reference model: each edit command written the plainest way, from docs/behaviour.md §3, with no
 // concern for speed. The fuzz targets check the handlers against it on every backend.
 
 func refLines(s string) []string { return strings.Split(s, "\n") }

@@ -11,14 +11,14 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-// Limits are the configurable limits of SPEC §5.
+// Limits are the configurable limits of docs/behaviour.md §5.
 type Limits struct {
 	MaxViewChars  int   // characters (code points) one view may return, truncation note excluded
 	MaxFileBytes  int64 // bytes of one memory file after a change
 	MaxStoreBytes int64 // bytes of all memory files after a change
 }
 
-// DefaultLimits returns SPEC §5's defaults: 16,000 characters, 1 MiB, 100 MiB.
+// DefaultLimits returns docs/behaviour.md §5's defaults: 16,000 characters, 1 MiB, 100 MiB.
 func DefaultLimits() Limits {
 	return Limits{MaxViewChars: 16000, MaxFileBytes: 1 << 20, MaxStoreBytes: 100 << 20}
 }
@@ -43,7 +43,7 @@ const (
 	CodeSecret   = "secret"    // a credential in the text or a path
 	CodeEscape   = "escape"    // a path that leaves /memories
 	CodeReadOnly = "read_only" // a change on a read-only store
-	CodeStorage  = "storage"   // a storage failure (SPEC §4)
+	CodeStorage  = "storage"   // a storage failure (docs/behaviour.md §4)
 	CodeInternal = "internal"  // a panic or a call that was cancelled
 )
 
@@ -110,7 +110,7 @@ func ReadOnly() Option { return func(h *Handlers) { h.readOnly = true } }
 func RejectSecrets() Option { return func(h *Handlers) { h.rejectSecrets = true } }
 
 // Timeout bounds every call: one that runs longer (waiting for the storage lock, or on a
-// slow disk) gives up with SPEC §4's error and releases what it held. Default: DefaultTimeout.
+// slow disk) gives up with docs/behaviour.md §4's error and releases what it held. Default: DefaultTimeout.
 func Timeout(d time.Duration) Option { return func(h *Handlers) { h.timeout = d } }
 
 // DefaultTimeout is how long a call may take before it gives up.
@@ -153,7 +153,7 @@ func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
 }
 
 // Call runs command with its arguments as decoded from JSON. Argument problems, refused
-// paths and storage failures all come back as error results; a panic becomes SPEC §4's
+// paths and storage failures all come back as error results; a panic becomes docs/behaviour.md §4's
 // internal error and is reported in Result.Err.
 func (h *Handlers) Call(ctx context.Context, command string, args map[string]any) Result {
 	c := lookup(command)
@@ -202,7 +202,7 @@ func (h *Handlers) typedCall(ctx context.Context, name, sent string, run func(co
 
 // guard is the one entry point every command goes through: it refuses changes on a
 // read-only store and calls whose context is already done, bounds the call's time, and
-// turns a panic into SPEC §4's internal error.
+// turns a panic into docs/behaviour.md §4's internal error.
 func (h *Handlers) guard(ctx context.Context, c *command, sent string, run func(context.Context) Result) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -223,7 +223,7 @@ func (h *Handlers) guard(ctx context.Context, c *command, sent string, run func(
 	return run(ctx)
 }
 
-// internalError is SPEC §4's message for a failure that is the server's, not the caller's;
+// internalError is docs/behaviour.md §4's message for a failure that is the server's, not the caller's;
 // err, for the log, says what happened.
 func internalError(command, sent string, err error) Result {
 	return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, vfs.Echo(sent), vfs.ReasonInternal), IsError: true, Err: err, Code: CodeInternal}
@@ -246,7 +246,7 @@ func errorf(format string, a ...any) Result {
 }
 
 // failure turns an error from the store into the model's message: a symbolic link leading
-// outside is the escape message (SPEC §1, P4); anything else a neutral failure (SPEC §4).
+// outside is the escape message (docs/behaviour.md §1, P4); anything else a neutral failure (docs/behaviour.md §4).
 func failure(command, sent string, err error) Result {
 	if errors.Is(err, vfs.ErrEscape) {
 		return escapes(sent)

@@ -69,7 +69,7 @@ func TestFIFOSwap(t *testing.T) {
 	}
 }
 
-// A call that cannot get the storage lock in time gives up with SPEC §4's error and holds
+// A call that cannot get the storage lock in time gives up with docs/behaviour.md §4's error and holds
 // nothing; once the lock is free, calls work again.
 func TestCallDeadline(t *testing.T) {
 	dir := t.TempDir()

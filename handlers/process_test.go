@@ -88,7 +88,7 @@ func child(t *testing.T, job, dir string, env ...string) *exec.Cmd {
 }
 
 // Two processes on one OS store, each making 200 read-modify-write edits of one file:
-// the storage lock keeps every edit (SPEC §6).
+// the storage lock keeps every edit (docs/behaviour.md §6).
 func TestTwoProcessesEditOneFile(t *testing.T) {
 	const n = 200
 	dir := filepath.Join(t.TempDir(), "store")
@@ -128,7 +128,7 @@ func TestTwoProcessesEditOneFile(t *testing.T) {
 }
 
 // A process killed with SIGKILL while it rewrites files leaves every file with exactly its
-// old or its new content, and no temporary file shows in view (SPEC §6). Repeated 50 times.
+// old or its new content, and no temporary file shows in view (docs/behaviour.md §6). Repeated 50 times.
 func TestCrashWhileRewriting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: spawns and kills 50 processes")

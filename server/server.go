@@ -164,7 +164,7 @@ func (s *Server) MCP() *mcpserver.MCPServer { return s.mcp }
 
 // toolHandler adapts one command (or, for command "", the native input) to a tool. Every
 // outcome is a tool result: errors the model can fix and storage failures alike carry
-// isError, so the model sees them; a panic in a command becomes SPEC §4's internal error.
+// isError, so the model sees them; a panic in a command becomes docs/behaviour.md §4's internal error.
 func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.inflight.Add(1)

@@ -4,7 +4,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// Tool descriptions teach the semantics the model needs (SPEC §2): paths start with
+// Tool descriptions teach the semantics the model needs (docs/behaviour.md §2): paths start with
 // /memories, create and rename never overwrite, insert goes after line N with 0 = start,
 // view_range is 1-based and inclusive with -1 = end of file.
 const (
@@ -60,7 +60,7 @@ var (
 	newPathArg    = mcp.WithString("new_path", mcp.Required(), mcp.Description("Where it goes, below /memories; it must not exist."))
 )
 
-// splitTools are the six tools of SPEC §2, in command order, with the handler command of each.
+// splitTools are the six tools of docs/behaviour.md §2, in command order, with the handler command of each.
 func splitTools() []toolDef {
 	return []toolDef{
 		{"view", mcp.NewTool("memory_view", mcp.WithDescription(viewDesc), pathArg, viewRangeArg,

@@ -1,7 +1,7 @@
 // Package vfs is the storage behind the memory directory, and the only code in memory-mcp
 // that knows host paths.
 //
-// The model sees one tree, /memories. Resolve validates a virtual path (SPEC §1, rules
+// The model sees one tree, /memories. Resolve validates a virtual path (docs/behaviour.md §1, rules
 // P1–P3) as a pure function and gives its storage name. A Store holds the tree on an
 // afero filesystem and runs every access in a transaction (View or Update).
 //

@@ -8,7 +8,7 @@ import (
 )
 
 // ErrEscape marks an operation refused because it would leave the storage root through a
-// symbolic link (SPEC §1, rule P4).
+// symbolic link (docs/behaviour.md §1, rule P4).
 var ErrEscape = errors.New("path escapes from the storage root")
 
 // ErrNotRegular is returned when a file that should be read turns out, once open, to be
@@ -19,7 +19,7 @@ var ErrNotRegular = errors.New("not a regular file")
 // unmounted); the store serves again as soon as it is back.
 var ErrStorageGone = errors.New("the storage directory is missing")
 
-// The neutral reasons of SPEC §4, the only words about a storage failure the model sees.
+// The neutral reasons of docs/behaviour.md §4, the only words about a storage failure the model sees.
 const (
 	ReasonPermission = "permission denied"
 	ReasonNoSpace    = "no space left on storage"
@@ -33,7 +33,7 @@ const (
 	ReasonGone = "the storage directory is missing"
 )
 
-// Reason maps a storage error to one of the neutral reasons of SPEC §4. The error itself,
+// Reason maps a storage error to one of the neutral reasons of docs/behaviour.md §4. The error itself,
 // which may name host paths, belongs in the operator's log only.
 func Reason(err error) string {
 	switch {

@@ -24,7 +24,7 @@ const (
 
 // bookkeepingPrefix starts the name of every file the server keeps for itself in the storage
 // (temporary files of atomic writes, the lock file, the overlay's whiteout list). No virtual
-// path may name one: Resolve refuses them with the escape message (SPEC §1).
+// path may name one: Resolve refuses them with the escape message (docs/behaviour.md §1).
 const bookkeepingPrefix = ".memory-mcp"
 
 // Path is a virtual path that passed Resolve: it is Root or lies below it, and its storage
@@ -83,7 +83,7 @@ func Abbreviate(s string, limit int) string {
 	return s
 }
 
-// PathErrorKind says which rule of SPEC §1 a path broke.
+// PathErrorKind says which rule of docs/behaviour.md §1 a path broke.
 type PathErrorKind int
 
 // The rules, in the order Resolve checks them.
@@ -121,7 +121,7 @@ func (e *PathError) Error() string {
 // Resolve validates a virtual path as sent by the model and returns it cleaned. It is a pure
 // function: it does not look at any storage (symbolic links, rule P4, are the Store's job).
 //
-// The rules, checked in order, are SPEC §1's P1–P3, tightened where a path could fool a person
+// The rules, checked in order, are docs/behaviour.md §1's P1–P3, tightened where a path could fool a person
 // or another filesystem:
 //   - P1 also refuses invalid UTF-8, Unicode control and format characters (bidirectional
 //     overrides, zero-width characters, byte order marks) and line/paragraph separators,

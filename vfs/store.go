@@ -59,7 +59,7 @@ type (
 const tmpPrefix = bookkeepingPrefix + "-tmp-"
 
 // Store is the memory directory: a filesystem behind the jail, with the locking, atomic
-// writes and size accounting that SPEC §5 and §6 ask for. Every access goes through a
+// writes and size accounting that docs/behaviour.md §5 and §6 ask for. Every access goes through a
 // transaction: View for reads, Update for changes. Changes are serialised within the
 // process and, when the filesystem is a Locker, across processes too; reads run in parallel
 // with each other but never with a change.
@@ -460,7 +460,7 @@ func (tx *Tx) mkdirParents(p Path) (undo func(), err error) {
 }
 
 // writeAtomic writes a temporary file beside the target, flushes it, renames it over the
-// target and flushes the directory (SPEC §6).
+// target and flushes the directory (docs/behaviour.md §6).
 func (tx *Tx) writeAtomic(name string, data []byte, noReplace bool) error {
 	if w, ok := tx.s.fs.(atomicWriter); ok {
 		return w.writeFileAtomic(name, data, noReplace)
