@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -104,4 +106,72 @@ func TestClaudeDesktopBundle(t *testing.T) {
 	if v, _ := exec.Command(command, "-version").Output(); !strings.HasPrefix(string(v), "memory-mcp v9.8.7 ") {
 		t.Errorf("the bundled binary's version: %q", v)
 	}
+	checkRegistryServerJSON(t, out, bundle)
+}
+
+// checkRegistryServerJSON fills the MCP registry's server.json for the bundles in dir and
+// checks it against the registry's documented rules: a reverse-DNS name in the io.github
+// namespace, the required fields, an OCI image tagged with the version, the Go module at
+// v-version, and each MCPB package with a URL containing "mcp" and its file's SHA-256.
+func checkRegistryServerJSON(t *testing.T, dir, bundle string) {
+	data, err := exec.Command("packaging/registry/fill.sh", "v9.8.7", dir).Output()
+	if err != nil {
+		t.Fatalf("fill.sh: %v", err)
+	}
+	var s struct {
+		Schema      string `json:"$schema"`
+		Name        string
+		Description string
+		Version     string
+		Repository  struct{ URL, Source string }
+		Packages    []struct {
+			RegistryType string
+			Identifier   string
+			Version      string
+			FileSha256   string
+			Transport    struct{ Type string }
+		}
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s.Schema, "https://static.modelcontextprotocol.io/schemas/") || !regexp.MustCompile(`^io\.github\.[A-Za-z0-9-]+/[A-Za-z0-9._-]+$`).MatchString(s.Name) ||
+		s.Description == "" || len(s.Description) > 100 || s.Version != "9.8.7" || s.Repository.URL == "" || s.Repository.Source != "github" {
+		t.Errorf("server.json header: %+v", s)
+	}
+	sum := sha256.Sum256(mustRead(t, bundle))
+	kinds := map[string]bool{}
+	for _, p := range s.Packages {
+		kinds[p.RegistryType] = true
+		if p.Transport.Type != "stdio" {
+			t.Errorf("%s: transport %q", p.RegistryType, p.Transport.Type)
+		}
+		switch p.RegistryType {
+		case "oci":
+			if p.Identifier != "ghcr.io/memory-mcp/memory-mcp:9.8.7" {
+				t.Errorf("oci identifier %q", p.Identifier)
+			}
+		case "go":
+			if p.Identifier != "github.com/memory-mcp/memory-mcp" || p.Version != "v9.8.7" {
+				t.Errorf("go package %+v", p)
+			}
+		case "mcpb":
+			if !strings.Contains(p.Identifier, "mcp") || !strings.HasSuffix(p.Identifier, "/v9.8.7/"+filepath.Base(bundle)) || p.FileSha256 != hex.EncodeToString(sum[:]) {
+				t.Errorf("mcpb package %+v", p)
+			}
+		default:
+			t.Errorf("unknown registry type %q", p.RegistryType)
+		}
+	}
+	if !kinds["oci"] || !kinds["go"] || !kinds["mcpb"] {
+		t.Errorf("packages: %v", kinds)
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
