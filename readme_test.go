@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Every client configuration in the README is valid JSON, and each server entry it gives,
+// run as it says (with this build for memory-mcp, and the Windows path mapped to it), serves
+// a client the memory tools.
+func TestReadmeClientConfigs(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllSubmatch(readme, -1)
+	entries := 0
+	for _, b := range blocks {
+		var cfg map[string]map[string]struct {
+			Type    string
+			Command string
+			Args    []string
+			URL     string
+		}
+		if err := json.Unmarshal(b[1], &cfg); err != nil {
+			if json.Valid(b[1]) {
+				continue // not a client configuration (a tenants file, say)
+			}
+			t.Errorf("invalid JSON in the README:\n%s", b[1])
+			continue
+		}
+		for _, key := range []string{"mcpServers", "servers"} {
+			for name, e := range cfg[key] {
+				if e.Command == "" {
+					continue
+				}
+				entries++
+				base := strings.TrimSuffix(filepath.Base(strings.ReplaceAll(e.Command, `\`, "/")), ".exe")
+				if base != "memory-mcp" {
+					t.Errorf("%s: command %q is not memory-mcp", name, e.Command)
+					continue
+				}
+				cmd := exec.Command(binary, e.Args...)
+				cmd.Env = testEnv(t)
+				cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+				tools, err := cs.ListTools(t.Context(), nil)
+				if err != nil || len(tools.Tools) != 6 {
+					t.Errorf("%s (%v): %v, %d tools", name, e.Args, err, len(tools.Tools))
+				}
+				cs.Close()
+			}
+		}
+	}
+	if entries < 4 {
+		t.Errorf("only %d client configurations found in the README", entries)
+	}
+}
