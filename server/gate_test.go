@@ -383,6 +383,8 @@ func TestQuoteHugeNumbers(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"a":[1e400,2],"s":"1e400 \" 1e999","n":-1E+309}`: `{"a":["1e400",2],"s":"1e400 \" 1e999","n":"-1E+309"}`,
 		`{"a":1.5e308,"b":123456789012345678901234567890}`: `{"a":1.5e308,"b":123456789012345678901234567890}`,
+		`{"s":"a\\","n":1e400}`:                            `{"s":"a\\","n":"1e400"}`,
+		`{"s":"a\\\"1e400","n":2}`:                         `{"s":"a\\\"1e400","n":2}`,
 	} {
 		got, _ := quoteHugeNumbers([]byte(in))
 		if string(got) != want {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 )
@@ -15,9 +16,21 @@ func quoteHugeNumbers(msg []byte) ([]byte, bool) {
 	for i := 0; i < len(msg); i++ {
 		switch c := msg[i]; {
 		case c == '"':
-			for i++; i < len(msg) && msg[i] != '"'; i++ {
-				if msg[i] == '\\' {
-					i++
+			// Jump to the closing quote: the next quote not escaped by an odd run of
+			// backslashes. Strings are most of a large body, and IndexByte is fast.
+			for i++; i < len(msg); i++ {
+				j := bytes.IndexByte(msg[i:], '"')
+				if j < 0 {
+					i = len(msg)
+					break
+				}
+				i += j
+				k := i
+				for k > 0 && msg[k-1] == '\\' {
+					k--
+				}
+				if (i-k)%2 == 0 {
+					break
 				}
 			}
 		case c == '-' || c >= '0' && c <= '9':

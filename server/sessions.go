@@ -130,22 +130,27 @@ func (t *sessionTable) removeLocked(id string) {
 	}
 }
 
-// verify reports whether id is a well-formed id signed with this table's key and issued
-// to tenant. It does not look at the table.
-func (t *sessionTable) verify(id, tenant string) bool {
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(id, sessionPrefix))
-	if !strings.HasPrefix(id, sessionPrefix) || err != nil || len(raw) != 48 {
-		return false
+// signed returns the payload of a well-formed id signed with this table's key.
+func (t *sessionTable) signed(id string) (payload []byte, ok bool) {
+	rest, found := strings.CutPrefix(id, sessionPrefix)
+	raw, err := base64.RawURLEncoding.DecodeString(rest)
+	if !found || err != nil || len(raw) != 48 || !hmac.Equal(raw[32:], t.sign(raw[:32])) {
+		return nil, false
 	}
-	payload, mac := raw[:32], raw[32:]
-	return hmac.Equal(mac, t.sign(payload)) && hmac.Equal(payload[24:32], tenantTag(tenant))
+	return raw[:32], true
 }
 
-// verifyAny reports whether id is a well-formed id signed with this table's key, whoever
-// it was issued to.
+// verify reports whether id is signed with this table's key and was issued to tenant. It
+// does not look at the table.
+func (t *sessionTable) verify(id, tenant string) bool {
+	payload, ok := t.signed(id)
+	return ok && hmac.Equal(payload[24:32], tenantTag(tenant))
+}
+
+// verifyAny reports whether id is signed with this table's key, whoever it was issued to.
 func (t *sessionTable) verifyAny(id string) bool {
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(id, sessionPrefix))
-	return strings.HasPrefix(id, sessionPrefix) && err == nil && len(raw) == 48 && hmac.Equal(raw[32:], t.sign(raw[:32]))
+	_, ok := t.signed(id)
+	return ok
 }
 
 // check refuses an id that is forged, another tenant's, unknown, or idle for too long
@@ -199,12 +204,6 @@ func (t *sessionTable) sweep() {
 	for _, id := range ended {
 		t.end(id)
 	}
-}
-
-func (t *sessionTable) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byID)
 }
 
 // sessionManager is the table as mcp-go's SessionIdManager, for one request's tenant.

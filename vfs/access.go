@@ -314,12 +314,12 @@ func (s *Store) Expire(ctx context.Context, maxAge time.Duration, dryRun bool) (
 
 // emptyAfter reports whether directory dir holds nothing once the names in gone are gone.
 func (tx *Tx) emptyAfter(dir string, gone map[string]bool) (bool, error) {
-	infos, err := tx.readDir(dir)
+	entries, err := tx.list(dir)
 	if err != nil {
 		return false, err
 	}
-	for _, fi := range infos {
-		if !gone[path.Join(dir, fi.Name())] {
+	for _, e := range entries {
+		if !gone[path.Join(dir, e.Name)] {
 			return false, nil
 		}
 	}

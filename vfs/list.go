@@ -84,10 +84,10 @@ func sorted(entries []Entry) []Entry {
 	return entries
 }
 
-// List is ReadDir for listings: the entries of the directory at p, sorted by name in byte
-// order, without the server's bookkeeping files, described without following links.
-func (tx *Tx) List(p Path) ([]Entry, error) {
-	d, err := tx.openDir(p.Name())
+// list returns the entries of the directory name, sorted by name in byte order, without
+// the server's bookkeeping files, described without following links.
+func (tx *Tx) list(name string) ([]Entry, error) {
+	d, err := tx.openDir(name)
 	if err != nil {
 		return nil, err
 	}

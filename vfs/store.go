@@ -368,23 +368,6 @@ func (tx *Tx) ReadFile(p Path) ([]byte, error) {
 	}
 }
 
-// readDir lists a directory, sorted by name in byte order, without the server's bookkeeping
-// files. Entries describe themselves (symbolic links are not followed).
-func (tx *Tx) readDir(name string) ([]fs.FileInfo, error) {
-	d, err := tx.s.fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	infos, err := d.Readdir(-1)
-	if err != nil {
-		return nil, err
-	}
-	infos = slices.DeleteFunc(infos, func(fi fs.FileInfo) bool { return IsBookkeeping(fi.Name()) })
-	slices.SortFunc(infos, func(a, b fs.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
-	return infos, nil
-}
-
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
 func (tx *Tx) WriteFile(p Path, data []byte) error {
