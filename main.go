@@ -550,7 +550,7 @@ func execOne(ctx context.Context, h *handlers.Handlers, operand string, stdin io
 		fmt.Fprintf(stderr, "memory-mcp: exec needs a JSON object such as {\"command\":\"view\",\"path\":\"/memories\"}: %v\n", err)
 		return 2
 	}
-	res := h.Exec(ctx, input)
+	res := h.Exec(vfs.WithActor(ctx, vfs.ActorExec), input)
 	fmt.Fprintln(stdout, res.Text)
 	if res.Err != nil {
 		fmt.Fprintf(stderr, "memory-mcp: %v\n", res.Err)

@@ -1,10 +1,8 @@
 package handlers_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,20 +22,21 @@ import (
 // that every command is exercised on entries that exist only there.
 type backend struct {
 	name string
-	open func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture
+	open func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture
 }
 
-// fixture is an opened backend: the store, and the host directories whose paths must never
-// show in any output.
+// fixture is an opened backend: the store, the filesystem under it (without the test's
+// wrapper), and the host directories whose paths must never show in any output.
 type fixture struct {
 	store    *vfs.Store
+	fs       vfs.FS
 	hostDirs []string
 	lowerDir string // the overlays' lower layer, which must never change
 }
 
 func backends() []backend {
 	return []backend{
-		{"os", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"os", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
 			dir := filepath.Join(t.TempDir(), "store")
 			writeHostTree(t, dir, seed)
 			osfs, err := vfs.NewOSFs(dir)
@@ -45,14 +44,14 @@ func backends() []backend {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { osfs.Close() })
-			return &fixture{store: vfs.NewStore(wrap(osfs)), hostDirs: []string{dir}}
+			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(osfs))), fs: osfs, hostDirs: []string{dir}}
 		}},
-		{"memory", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"memory", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
 			m := vfs.NewMemFs()
 			writeAferoTree(t, m, seed)
-			return &fixture{store: vfs.NewStore(wrap(m))}
+			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(m))), fs: m}
 		}},
-		{"overlay", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"overlay", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
 			lowerDir := filepath.Join(t.TempDir(), "lower")
 			upperDir := filepath.Join(t.TempDir(), "upper")
 			writeHostTree(t, lowerDir, seed)
@@ -69,9 +68,9 @@ func backends() []backend {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return &fixture{store: vfs.NewStore(wrap(ov)), hostDirs: []string{lowerDir, upperDir}, lowerDir: lowerDir}
+			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(ov))), fs: ov, hostDirs: []string{lowerDir, upperDir}, lowerDir: lowerDir}
 		}},
-		{"overlay-mem", func(t testing.TB, seed map[string][]byte, wrap func(afero.Fs) afero.Fs) *fixture {
+		{"overlay-mem", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
 			lowerDir := filepath.Join(t.TempDir(), "lower")
 			writeHostTree(t, lowerDir, seed)
 			lower, err := vfs.NewReadOnlyOSFs(lowerDir)
@@ -83,12 +82,12 @@ func backends() []backend {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return &fixture{store: vfs.NewStore(wrap(ov)), hostDirs: []string{lowerDir}, lowerDir: lowerDir}
+			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(ov))), fs: ov, hostDirs: []string{lowerDir}, lowerDir: lowerDir}
 		}},
 	}
 }
 
-func noWrap(fsys afero.Fs) afero.Fs { return fsys }
+func noWrap(fsys vfs.FS) vfs.FS { return fsys }
 
 func sortedNames(seed map[string][]byte) []string {
 	names := make([]string, 0, len(seed))
@@ -217,10 +216,11 @@ func hashDir(t testing.TB, dir string) string {
 }
 
 // faultFs makes one kind of operation fail with a given error, or panic, to drive the
-// storage-failure paths of docs/behaviour.md §4. It forwards the optional interfaces of the filesystem
-// it wraps, so that the Store behaves as it would without it.
+// storage-failure paths of docs/behaviour.md §4. It embeds the filesystem it wraps, so every
+// method of the vfs.FS contract it does not override is the wrapped filesystem's own: the
+// store runs the same code as in production, only the faulty operation differs.
 type faultFs struct {
-	afero.Fs
+	vfs.FS
 	op  string // "read", "write", "rename", "remove", "mkdir", "stat"
 	err error  // nil: panic instead
 }
@@ -244,7 +244,14 @@ func (f *faultFs) Open(name string) (afero.File, error) {
 	if err := f.fail("read", name); err != nil {
 		return nil, err
 	}
-	return f.Fs.Open(name)
+	return f.FS.Open(name)
+}
+
+func (f *faultFs) OpenDir(name string) (vfs.DirHandle, error) {
+	if err := f.fail("read", name); err != nil {
+		return nil, err
+	}
+	return f.FS.OpenDir(name)
 }
 
 func (f *faultFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
@@ -255,82 +262,59 @@ func (f *faultFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File,
 	if err := f.fail(op, name); err != nil {
 		return nil, err
 	}
-	return f.Fs.OpenFile(name, flag, perm)
+	return f.FS.OpenFile(name, flag, perm)
+}
+
+// WriteFileAtomic fails with a write fault, and with a rename fault too: an atomic write
+// renames its temporary file into place.
+func (f *faultFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	if err := f.fail("write", name); err != nil {
+		return err
+	}
+	if err := f.fail("rename", name); err != nil {
+		return err
+	}
+	return f.FS.WriteFileAtomic(name, data, noReplace)
 }
 
 func (f *faultFs) Stat(name string) (os.FileInfo, error) {
 	if err := f.fail("stat", name); err != nil {
 		return nil, err
 	}
-	return f.Fs.Stat(name)
+	return f.FS.Stat(name)
 }
 
 func (f *faultFs) LstatIfPossible(name string) (os.FileInfo, bool, error) {
 	if err := f.fail("stat", name); err != nil {
 		return nil, false, err
 	}
-	if l, ok := f.Fs.(afero.Lstater); ok {
-		return l.LstatIfPossible(name)
-	}
-	fi, err := f.Fs.Stat(name)
-	return fi, false, err
+	return f.FS.LstatIfPossible(name)
 }
 
 func (f *faultFs) Rename(o, n string) error {
 	if err := f.fail("rename", o); err != nil {
 		return err
 	}
-	return f.Fs.Rename(o, n)
+	return f.FS.Rename(o, n)
 }
 
 func (f *faultFs) RenameNoReplace(o, n string) error {
 	if err := f.fail("rename", o); err != nil {
 		return err
 	}
-	if r, ok := f.Fs.(vfs.NoReplaceRenamer); ok {
-		return r.RenameNoReplace(o, n)
-	}
-	return errors.New("faultFs: wrapped filesystem cannot rename without replacing")
+	return f.FS.RenameNoReplace(o, n)
 }
 
 func (f *faultFs) RemoveAll(name string) error {
 	if err := f.fail("remove", name); err != nil {
 		return err
 	}
-	return f.Fs.RemoveAll(name)
+	return f.FS.RemoveAll(name)
 }
 
 func (f *faultFs) MkdirAll(name string, perm os.FileMode) error {
 	if err := f.fail("mkdir", name); err != nil {
 		return err
 	}
-	return f.Fs.MkdirAll(name, perm)
-}
-
-func (f *faultFs) SyncDir(name string) error {
-	if d, ok := f.Fs.(vfs.DirSyncer); ok {
-		return d.SyncDir(name)
-	}
-	return nil
-}
-
-func (f *faultFs) LockStorage(ctx context.Context, exclusive bool) (uint64, error) {
-	if l, ok := f.Fs.(vfs.Locker); ok {
-		return l.LockStorage(ctx, exclusive)
-	}
-	return 0, nil
-}
-
-func (f *faultFs) SetGeneration(g uint64) error {
-	if l, ok := f.Fs.(vfs.Locker); ok {
-		return l.SetGeneration(g)
-	}
-	return nil
-}
-
-func (f *faultFs) UnlockStorage() error {
-	if l, ok := f.Fs.(vfs.Locker); ok {
-		return l.UnlockStorage()
-	}
-	return nil
+	return f.FS.MkdirAll(name, perm)
 }

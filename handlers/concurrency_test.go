@@ -65,7 +65,7 @@ func TestConcurrentCalls(t *testing.T) {
 			}
 			wg.Wait()
 
-			tree := dumpTree(t, fx.store.Fs())
+			tree := dumpTree(t, fx.fs)
 			edits := string(tree["edits.txt"])
 			for i := 0; i < n; i++ {
 				if !strings.Contains(edits, fmt.Sprintf("done-%02d", i)) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 
@@ -15,13 +14,13 @@ import (
 func (h *Handlers) create(ctx context.Context, a CreateArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
-		return errorf("%s", err.Error())
+		return pathRefused(err)
 	}
 	data := []byte(a.FileText)
 	if res, found := h.secretIn([]string{a.Path}, data, 0, len(data)); found {
 		return res
 	}
-	exists := errorf("Error: File %s already exists", a.Path)
+	exists := fail(CodeExists, "Error: File %s already exists", a.Path)
 	return h.update(ctx, "create", a.Path, func(tx *vfs.Tx) (Result, error) {
 		_, err := tx.Stat(p)
 		if err == nil {
@@ -31,18 +30,18 @@ func (h *Handlers) create(ctx context.Context, a CreateArgs) Result {
 			return Result{}, err
 		}
 		if isFile, err := parentIsFile(tx, p); err != nil || isFile {
-			return errorf("Error: A parent of %s is a file, not a directory", a.Path), err
+			return fail(CodeNotDirectory, "Error: A parent of %s is a file, not a directory", a.Path), err
 		}
 		if res, ok, err := h.checkSize(tx, a.Path, 0, int64(len(a.FileText))); !ok {
 			return res, err
 		}
 		if err := tx.CreateFile(p, data); err != nil {
-			if errors.Is(err, fs.ErrExist) {
+			if vfs.IsExist(err) {
 				return exists, nil // created by someone outside memory-mcp since the check
 			}
 			return Result{}, err
 		}
-		return changed("File created successfully at: "+a.Path, 0, int64(len(a.FileText))), nil
+		return ok("File created successfully at: " + a.Path), nil
 	})
 }
 
@@ -52,12 +51,12 @@ func editable(tx *vfs.Tx, p vfs.Path, sent, missingText string) (content []byte,
 	fi, err := tx.Stat(p)
 	switch {
 	case vfs.IsNotExist(err):
-		r := errorf("%s", missingText)
+		r := fail(CodeNotFound, "%s", missingText)
 		return nil, &r, nil
 	case err != nil:
 		return nil, nil, err
 	case fi.IsDir():
-		r := errorf("%s", missingText)
+		r := fail(CodeNotFound, "%s", missingText)
 		return nil, &r, nil
 	case !fi.IsRegular():
 		r := notRegular(sent)
@@ -76,11 +75,11 @@ const maxOccurrences = 50
 
 func (h *Handlers) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 	if a.OldStr == "" {
-		return errorf("Error: Parameter `old_str` must not be empty")
+		return fail(CodeInvalid, "Error: Parameter `old_str` must not be empty")
 	}
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
-		return errorf("%s", err.Error())
+		return pathRefused(err)
 	}
 	return h.update(ctx, "str_replace", a.Path, func(tx *vfs.Tx) (Result, error) {
 		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist. Please provide a valid path.")
@@ -107,7 +106,7 @@ func (h *Handlers) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 		}
 		switch {
 		case n == 0:
-			return errorf("No replacement was performed, old_str `%s` did not appear verbatim in %s.", vfs.Abbreviate(a.OldStr, 200), a.Path), nil
+			return fail(CodeNoMatch, "No replacement was performed, old_str `%s` did not appear verbatim in %s.", Abbreviate(a.OldStr, 200), a.Path), nil
 		case n > 1:
 			lines := make([]string, len(starts))
 			for i, l := range starts {
@@ -117,7 +116,7 @@ func (h *Handlers) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 			if n > maxOccurrences {
 				list += fmt.Sprintf(", … (%d occurrences in all)", n)
 			}
-			return errorf("No replacement was performed. Multiple occurrences of old_str `%s` in lines: %s. Please ensure it is unique", vfs.Abbreviate(a.OldStr, 200), list), nil
+			return fail(CodeAmbiguous, "No replacement was performed. Multiple occurrences of old_str `%s` in lines: %s. Please ensure it is unique", Abbreviate(a.OldStr, 200), list), nil
 		}
 		updated := make([]byte, 0, len(content)-len(old)+len(a.NewStr))
 		updated = append(updated, content[:pos]...)
@@ -141,14 +140,14 @@ func (h *Handlers) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 		first, last := max(1, at-2), min(countLines(text), at+2+k)
 		out := []byte("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n")
 		out = numberLines(out, text[lineOffset(text, first):], first, last)
-		return changed(string(out), int64(len(content)), int64(len(updated))), nil
+		return ok(string(out)), nil
 	})
 }
 
 func (h *Handlers) insert(ctx context.Context, a InsertArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
-		return errorf("%s", err.Error())
+		return pathRefused(err)
 	}
 	return h.update(ctx, "insert", a.Path, func(tx *vfs.Tx) (Result, error) {
 		content, res, err := editable(tx, p, a.Path, "Error: The path "+a.Path+" does not exist")
@@ -157,7 +156,7 @@ func (h *Handlers) insert(ctx context.Context, a InsertArgs) Result {
 		}
 		nLines := countLines(content)
 		if a.InsertLine < 0 || a.InsertLine > nLines {
-			return errorf("Error: Invalid `insert_line` parameter: %d. It should be within the range of lines of the file: [0, %d]", a.InsertLine, nLines), nil
+			return fail(CodeInvalid, "Error: Invalid `insert_line` parameter: %d. It should be within the range of lines of the file: [0, %d]", a.InsertLine, nLines), nil
 		}
 		// One trailing newline of the text is dropped; the text then goes in as whole lines.
 		text := strings.TrimSuffix(a.InsertText, "\n")
@@ -187,55 +186,54 @@ func (h *Handlers) insert(ctx context.Context, a InsertArgs) Result {
 		if err := tx.WriteFile(p, updated); err != nil {
 			return Result{}, err
 		}
-		return changed("The file "+a.Path+" has been edited.", int64(len(content)), int64(len(updated))), nil
+		return ok("The file " + a.Path + " has been edited."), nil
 	})
 }
 
 func (h *Handlers) delete(ctx context.Context, a DeleteArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
-		return errorf("%s", err.Error())
+		return pathRefused(err)
 	}
 	if p.IsRoot() {
-		return errorf("Error: Cannot delete the %s directory itself", vfs.Root)
+		return fail(CodeInvalid, "Error: Cannot delete the %s directory itself", vfs.Root)
 	}
 	return h.update(ctx, "delete", a.Path, func(tx *vfs.Tx) (Result, error) {
 		if _, err := tx.Stat(p); vfs.IsNotExist(err) {
-			return errorf("Error: The path %s does not exist", a.Path), nil
+			return fail(CodeNotFound, "Error: The path %s does not exist", a.Path), nil
 		} else if err != nil {
 			return Result{}, err
 		}
-		size, err := tx.RemoveAll(p)
-		if err != nil {
+		if err := tx.RemoveAll(p); err != nil {
 			return Result{}, err
 		}
-		return changed("Successfully deleted "+a.Path, size, 0), nil
+		return ok("Successfully deleted " + a.Path), nil
 	})
 }
 
 func (h *Handlers) rename(ctx context.Context, a RenameArgs) Result {
 	oldp, err := vfs.Resolve(a.OldPath)
 	if err != nil {
-		return errorf("%s", err.Error())
+		return pathRefused(err)
 	}
 	newp, err := vfs.Resolve(a.NewPath)
 	if err != nil {
-		return errorf("%s", err.Error())
+		return pathRefused(err)
 	}
 	if oldp.IsRoot() || newp.IsRoot() {
-		return errorf("Error: Cannot rename the %s directory itself", vfs.Root)
+		return fail(CodeInvalid, "Error: Cannot rename the %s directory itself", vfs.Root)
 	}
 	if res, found := h.secretIn([]string{a.NewPath}, nil, 0, 0); found {
 		return res
 	}
-	destExists := errorf("Error: The destination %s already exists", a.NewPath)
+	destExists := fail(CodeExists, "Error: The destination %s already exists", a.NewPath)
 	return h.update(ctx, "rename", a.OldPath, func(tx *vfs.Tx) (Result, error) {
 		_, err := tx.Stat(oldp)
 		switch {
 		case errors.Is(err, vfs.ErrEscape):
 			return escapes(a.OldPath), nil
 		case vfs.IsNotExist(err):
-			return errorf("Error: The path %s does not exist", a.OldPath), nil
+			return fail(CodeNotFound, "Error: The path %s does not exist", a.OldPath), nil
 		case err != nil:
 			return Result{}, err
 		}
@@ -249,19 +247,15 @@ func (h *Handlers) rename(ctx context.Context, a RenameArgs) Result {
 			return Result{}, err
 		}
 		if oldp.Contains(newp) {
-			return errorf("Error: Cannot move %s into itself (%s)", a.OldPath, a.NewPath), nil
+			return fail(CodeInvalid, "Error: Cannot move %s into itself (%s)", a.OldPath, a.NewPath), nil
 		}
 		if isFile, err := parentIsFile(tx, newp); errors.Is(err, vfs.ErrEscape) {
 			return escapes(a.NewPath), nil
 		} else if err != nil || isFile {
-			return errorf("Error: A parent of %s is a file, not a directory", a.NewPath), err
-		}
-		size, err := tx.SizeOf(oldp)
-		if err != nil {
-			return Result{}, err
+			return fail(CodeNotDirectory, "Error: A parent of %s is a file, not a directory", a.NewPath), err
 		}
 		if err := tx.Rename(oldp, newp); err != nil {
-			if errors.Is(err, fs.ErrExist) {
+			if vfs.IsExist(err) {
 				return destExists, nil
 			}
 			if errors.Is(err, vfs.ErrEscape) {
@@ -269,12 +263,8 @@ func (h *Handlers) rename(ctx context.Context, a RenameArgs) Result {
 			}
 			return Result{}, err
 		}
-		return changed("Successfully renamed "+a.OldPath+" to "+a.NewPath, size, size), nil
+		return ok("Successfully renamed " + a.OldPath + " to " + a.NewPath), nil
 	})
-}
-
-func changed(text string, before, after int64) Result {
-	return Result{Text: text, Before: before, After: after}
 }
 
 func deref(r *Result) Result {

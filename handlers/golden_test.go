@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/spf13/afero"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"golang.org/x/tools/txtar"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
@@ -115,8 +115,8 @@ func runScenario(t *testing.T, file string) {
 		t.Run(b.name, func(t *testing.T) {
 			wrap := noWrap
 			if cfg.Fail != nil {
-				wrap = func(fsys afero.Fs) afero.Fs {
-					return &faultFs{Fs: fsys, op: cfg.Fail.Op, err: errnos[cfg.Fail.Errno]}
+				wrap = func(fsys vfs.FS) vfs.FS {
+					return &faultFs{FS: fsys, op: cfg.Fail.Op, err: errnos[cfg.Fail.Errno]}
 				}
 			}
 			fx := b.open(t, seed, wrap)
@@ -143,12 +143,7 @@ func runScenario(t *testing.T, file string) {
 					t.Errorf("call %d %s: result differs (-want +got):\n%s", i+1, s.call, cmp.Diff(s.want, out))
 				}
 			}
-			fault, _ := fx.store.Fs().(*faultFs)
-			tree := fx.store.Fs()
-			if fault != nil {
-				tree = fault.Fs
-			}
-			after := dumpTree(t, tree)
+			after := dumpTree(t, fx.fs)
 			if !*update {
 				if diff := cmp.Diff(wantAfter, canonicalTree(after), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("tree after the calls differs (-want +got):\n%s", diff)

@@ -30,21 +30,29 @@ type Result struct {
 	// Err is the storage failure or panic behind an error result, with whatever detail
 	// (host paths included) the operator needs; it goes to the log, never to the model.
 	Err error
-	// Before and After are, for a change that was made, the bytes at the path before and
-	// after it (a directory counts the files below it), for the operator's audit log.
-	Before, After int64
-	// Code names the kind of error, for logs and metrics ("" for a success or an error
-	// about the arguments or the file's content).
+	// Batch is what the command changed, as the store's change feed published it (nil
+	// when it changed nothing): the audit log's account of the call.
+	Batch *vfs.Batch
+	// Code names the kind of error, for logs and metrics; "" for a success.
 	Code string
 }
 
-// Error codes of results.
+// Error codes of results: every error result carries one.
 const (
-	CodeSecret   = "secret"    // a credential in the text or a path
-	CodeEscape   = "escape"    // a path that leaves /memories
-	CodeReadOnly = "read_only" // a change on a read-only store
-	CodeStorage  = "storage"   // a storage failure (docs/behaviour.md §4)
-	CodeInternal = "internal"  // a panic or a call that was cancelled
+	CodeInvalid      = "invalid"       // an argument is missing, of the wrong type or out of range; an unknown command
+	CodeInvalidPath  = "invalid_path"  // a path that breaks docs/behaviour.md §1 (other than escaping)
+	CodeEscape       = "escape"        // a path that leaves /memories
+	CodeNotFound     = "not_found"     // the path does not exist (or is not what the command needs)
+	CodeExists       = "exists"        // create or rename onto an existing path
+	CodeNotDirectory = "not_directory" // a parent of the path is a file
+	CodeNotRegular   = "not_regular"   // a special file (fifo, socket, device)
+	CodeNoMatch      = "no_match"      // str_replace: old_str does not occur
+	CodeAmbiguous    = "ambiguous"     // str_replace: old_str occurs more than once
+	CodeLimit        = "limit"         // over a file, store or line limit (docs/behaviour.md §5)
+	CodeSecret       = "secret"        // a credential in the text or a path
+	CodeReadOnly     = "read_only"     // a change on a read-only store
+	CodeStorage      = "storage"       // a storage failure (docs/behaviour.md §4)
+	CodeInternal     = "internal"      // a panic or a call that was cancelled
 )
 
 // Commands are the memory_20250818 commands, in the order the messages list them.
@@ -65,7 +73,7 @@ func typed[A any](parse func(map[string]any) (A, string), do func(*Handlers, con
 	return func(h *Handlers, ctx context.Context, args map[string]any) Result {
 		a, bad := parse(args)
 		if bad != "" {
-			return errorf("%s", bad)
+			return fail(CodeInvalid, "%s", bad)
 		}
 		return do(h, ctx, a)
 	}
@@ -143,11 +151,11 @@ func (h *Handlers) ReadOnlyStore() bool { return h.readOnly }
 func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
 	v, ok := input["command"]
 	if !ok || v == nil {
-		return errorf("Error: Missing required parameter `command`")
+		return fail(CodeInvalid, "Error: Missing required parameter `command`")
 	}
 	command, ok := v.(string)
 	if !ok {
-		return errorf("Error: Parameter `command` must be a string")
+		return fail(CodeInvalid, "Error: Parameter `command` must be a string")
 	}
 	return h.Call(ctx, command, input)
 }
@@ -158,7 +166,7 @@ func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
 func (h *Handlers) Call(ctx context.Context, command string, args map[string]any) Result {
 	c := lookup(command)
 	if c == nil {
-		return errorf("Error: Unknown command %s. Use one of: %s", vfs.Echo(command), strings.Join(Commands, ", "))
+		return fail(CodeInvalid, "Error: Unknown command %s. Use one of: %s", Echo(command), strings.Join(Commands, ", "))
 	}
 	return h.guard(ctx, c, sentPath(args), func(ctx context.Context) Result { return c.run(h, ctx, args) })
 }
@@ -215,6 +223,7 @@ func (h *Handlers) guard(ctx context.Context, c *command, sent string, run func(
 	if h.readOnly && c.changes {
 		return Result{Text: "Error: The memory store is read-only", IsError: true, Code: CodeReadOnly}
 	}
+	ctx = vfs.WithCommand(ctx, c.name)
 	if h.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
@@ -226,7 +235,7 @@ func (h *Handlers) guard(ctx context.Context, c *command, sent string, run func(
 // internalError is docs/behaviour.md §4's message for a failure that is the server's, not the caller's;
 // err, for the log, says what happened.
 func internalError(command, sent string, err error) Result {
-	return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, vfs.Echo(sent), vfs.ReasonInternal), IsError: true, Err: err, Code: CodeInternal}
+	return Result{Text: fmt.Sprintf("Error: Could not %s %s: %s", command, Echo(sent), ReasonInternal), IsError: true, Err: err, Code: CodeInternal}
 }
 
 // sentPath is the path a command was about, as sent, for messages about failures.
@@ -241,8 +250,9 @@ func sentPath(args map[string]any) string {
 
 func ok(text string) Result { return Result{Text: text} }
 
-func errorf(format string, a ...any) Result {
-	return Result{Text: fmt.Sprintf(format, a...), IsError: true}
+// fail is an error result with its code.
+func fail(code, format string, a ...any) Result {
+	return Result{Text: fmt.Sprintf(format, a...), IsError: true, Code: code}
 }
 
 // failure turns an error from the store into the model's message: a symbolic link leading
@@ -255,7 +265,7 @@ func failure(command, sent string, err error) Result {
 		return notRegular(sent)
 	}
 	return Result{
-		Text:    fmt.Sprintf("Error: Could not %s %s: %s", command, vfs.Echo(sent), vfs.Reason(err)),
+		Text:    fmt.Sprintf("Error: Could not %s %s: %s", command, Echo(sent), reason(err)),
 		IsError: true,
 		Err:     err,
 		Code:    CodeStorage,
@@ -286,12 +296,8 @@ func (h *Handlers) secretIn(paths []string, content []byte, from, to int) (Resul
 	return Result{Text: fmt.Sprintf("Error: The text contains what looks like a %s on line %d; memory files must not store credentials. Remove it and try again.", kind, line), IsError: true, Code: CodeSecret}, true
 }
 
-func escapes(sent string) Result {
-	return Result{Text: (&vfs.PathError{Path: sent, Kind: vfs.Escapes}).Error(), IsError: true, Code: CodeEscape}
-}
-
 func notRegular(sent string) Result {
-	return errorf("Error: The path %s is not a regular file or directory", sent)
+	return fail(CodeNotRegular, "Error: The path %s is not a regular file or directory", sent)
 }
 
 // read runs fn in a read transaction; update in a change transaction. fn returns the
@@ -310,12 +316,15 @@ func (h *Handlers) read(ctx context.Context, command, sent string, fn func(tx *v
 
 func (h *Handlers) update(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
 	var res Result
-	err := h.store.Update(ctx, func(tx *vfs.Tx) (err error) {
+	batch, err := h.store.Apply(ctx, func(tx *vfs.Tx) (err error) {
 		res, err = fn(tx)
 		return err
 	})
 	if err != nil {
 		return failure(command, sent, err)
+	}
+	if batch != nil && len(batch.Changes) > 0 {
+		res.Batch = batch
 	}
 	return res
 }
@@ -347,7 +356,7 @@ func parentIsFile(tx *vfs.Tx, p vfs.Path) (bool, error) {
 // so a file or store that is already over its limit can still be trimmed.
 func (h *Handlers) checkSize(tx *vfs.Tx, sent string, oldSize, newSize int64) (Result, bool, error) {
 	if newSize > h.limits.MaxFileBytes && newSize > oldSize {
-		return errorf("Error: %s would be %d bytes, over the limit of %d bytes per memory file", sent, newSize, h.limits.MaxFileBytes), false, nil
+		return fail(CodeLimit, "Error: %s would be %d bytes, over the limit of %d bytes per memory file", sent, newSize, h.limits.MaxFileBytes), false, nil
 	}
 	if newSize <= oldSize {
 		return Result{}, true, nil
@@ -357,7 +366,7 @@ func (h *Handlers) checkSize(tx *vfs.Tx, sent string, oldSize, newSize int64) (R
 		return Result{}, false, err
 	}
 	if total := usage - oldSize + newSize; total > h.limits.MaxStoreBytes {
-		return errorf("Error: The memory store is full: this change would bring it to %d bytes, over its limit of %d bytes", total, h.limits.MaxStoreBytes), false, nil
+		return fail(CodeLimit, "Error: The memory store is full: this change would bring it to %d bytes, over its limit of %d bytes", total, h.limits.MaxStoreBytes), false, nil
 	}
 	return Result{}, true, nil
 }

@@ -84,7 +84,7 @@ func TestCallDeadline(t *testing.T) {
 	}
 	start := time.Now()
 	res := call(h, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"})
-	if want := "Error: Could not create /memories/a.md: " + vfs.ReasonTimeout; res.Text != want {
+	if want := "Error: Could not create /memories/a.md: " + handlers.ReasonTimeout; res.Text != want {
 		t.Errorf("got %q, want %q", res.Text, want)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -109,7 +109,7 @@ func TestVanishedRoot(t *testing.T) {
 		"view":   {"command": "view", "path": "/memories"},
 		"create": {"command": "create", "path": "/memories/b.md", "file_text": "y"},
 	} {
-		want := "Error: Could not " + cmd + " /memories" + map[string]string{"view": "", "create": "/b.md"}[cmd] + ": " + vfs.ReasonGone
+		want := "Error: Could not " + cmd + " /memories" + map[string]string{"view": "", "create": "/b.md"}[cmd] + ": " + handlers.ReasonGone
 		if res := call(h, args); res.Text != want {
 			t.Errorf("%s: got %q, want %q", cmd, res.Text, want)
 		}

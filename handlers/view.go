@@ -16,16 +16,16 @@ const maxLines = 999_999
 func (h *Handlers) view(ctx context.Context, a ViewArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
-		return errorf("%s", err.Error())
+		return pathRefused(err)
 	}
 	if a.ViewRange != nil && len(a.ViewRange) != 2 {
-		return errorf("%s", badViewRange)
+		return fail(CodeInvalid, "%s", badViewRange)
 	}
 	return h.read(ctx, "view", a.Path, func(tx *vfs.Tx) (Result, error) {
 		fi, err := tx.Stat(p)
 		switch {
 		case vfs.IsNotExist(err):
-			return errorf("The path %s does not exist. Please provide a valid path.", a.Path), nil
+			return fail(CodeNotFound, "The path %s does not exist. Please provide a valid path.", a.Path), nil
 		case err != nil:
 			return Result{}, err
 		case fi.IsDir():
@@ -45,7 +45,7 @@ func (h *Handlers) viewFile(sent string, content []byte, viewRange []int) Result
 	text := validUTF8(content)
 	nLines := countLines(text)
 	if nLines > maxLines {
-		return errorf("File %s exceeds maximum line limit of 999,999 lines.", sent)
+		return fail(CodeLimit, "File %s exceeds maximum line limit of 999,999 lines.", sent)
 	}
 	first, last := 1, nLines
 	if viewRange != nil {
@@ -55,10 +55,10 @@ func (h *Handlers) viewFile(sent string, content []byte, viewRange []int) Result
 			last = min(end, nLines)
 		}
 		if first > nLines {
-			return errorf("Error: Invalid `view_range`: [%d, %d]. Its first element `%d` should be within the range of lines of the file: [1, %d]", start, end, start, nLines)
+			return fail(CodeInvalid, "Error: Invalid `view_range`: [%d, %d]. Its first element `%d` should be within the range of lines of the file: [1, %d]", start, end, start, nLines)
 		}
 		if end != -1 && last < first {
-			return errorf("Error: Invalid `view_range`: [%d, %d]. Its second element `%d` should be larger or equal than its first `%d`", start, end, end, start)
+			return fail(CodeInvalid, "Error: Invalid `view_range`: [%d, %d]. Its second element `%d` should be larger or equal than its first `%d`", start, end, end, start)
 		}
 	}
 

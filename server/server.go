@@ -179,9 +179,12 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 			cmd, _ = args["command"].(string)
 		}
 		log := s.log
+		actor := vfs.ActorLocal
 		if t := tenantFrom(ctx); t != nil {
 			log = log.With().Str("tenant", t.Name).Logger()
+			actor = t.Name
 		}
+		ctx = vfs.WithActor(ctx, actor)
 		res := s.call(ctx, command, cmd, args)
 		logCall(log, tool, cmd, args, res, time.Since(start))
 		if res.IsError {
@@ -196,7 +199,7 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 func (s *Server) call(ctx context.Context, command, cmd string, args map[string]any) handlers.Result {
 	h := s.handlersFor(ctx)
 	if h == nil {
-		return handlers.Result{Text: fmt.Sprintf("Error: Could not %s: %s", cmd, vfs.ReasonPermission), IsError: true, Err: errors.New("tool call without a tenant")}
+		return handlers.Result{Text: fmt.Sprintf("Error: Could not %s: %s", cmd, handlers.ReasonPermission), IsError: true, Err: errors.New("tool call without a tenant"), Code: handlers.CodeInternal}
 	}
 	if command == "" {
 		return h.Exec(ctx, args)
@@ -206,9 +209,10 @@ func (s *Server) call(ctx context.Context, command, cmd string, args map[string]
 
 // logCall writes the call's line: tool, command, virtual paths, bytes in and out, duration
 // and outcome ("ok", "refused" for an error the model can act on, "failed" for a storage
-// failure or panic, whose cause goes with it). A call of a changing command is an audit
-// line, which also gives the bytes at the path before and after the change. File contents
-// are never logged.
+// failure or panic, whose cause goes with it) with the error's code. A call of a changing
+// command is an audit line, which also gives the bytes before and after the change: the
+// sums over the files the change feed says it changed (a directory counts every file below
+// it). File contents are never logged.
 func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
 	ev := log.Info()
 	outcome := "ok"
@@ -241,7 +245,11 @@ func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res hand
 		ev.Msg("tool call")
 		return
 	}
-	ev.Int64("bytes_before", res.Before).Int64("bytes_after", res.After).Msg("audit")
+	var before, after int64
+	if res.Batch != nil {
+		before, after = res.Batch.Bytes()
+	}
+	ev.Int64("bytes_before", before).Int64("bytes_after", after).Msg("audit")
 }
 
 // drain waits until no tool call is running, or until timeout; it reports whether all finished.

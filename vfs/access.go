@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
-	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +50,7 @@ type accessLog struct {
 // TrackAccess makes the store record when each file is viewed or changed, for Expire; now is
 // the clock (time.Now, or a fake one in tests). Every process that serves or edits the
 // storage should track, so that Expire counts all uses. A read-only store records nothing.
-func (s *Store) TrackAccess(now func() time.Time) error {
+func (s *AferoStorage) TrackAccess(now func() time.Time) error {
 	if s.readOnly {
 		return nil
 	}
@@ -70,7 +67,7 @@ const (
 
 // touch records that the file name was viewed or changed. Repeated views of one file in
 // the same second are recorded once.
-func (tx *Tx) touch(name string) {
+func (tx *aferoTx) touch(name string) {
 	a := tx.s.access
 	if a == nil {
 		return
@@ -92,14 +89,14 @@ func (tx *Tx) touch(name string) {
 }
 
 // move records a rename of name, and everything below it, to newName: a change of each.
-func (tx *Tx) move(name, newName string) {
+func (tx *aferoTx) move(name, newName string) {
 	if a := tx.s.access; a != nil {
 		tx.journal = append(tx.journal, accessMove+"\t"+strconv.FormatInt(a.now().Unix(), 10)+"\t"+name+"\t"+newName+"\n")
 	}
 }
 
 // forget records that name, and everything below it, is gone.
-func (tx *Tx) forget(name string) {
+func (tx *aferoTx) forget(name string) {
 	if a := tx.s.access; a != nil {
 		tx.journal = append(tx.journal, accessForget+"\t"+strconv.FormatInt(a.now().Unix(), 10)+"\t"+name+"\n")
 	}
@@ -110,9 +107,23 @@ func (tx *Tx) forget(name string) {
 // itself succeeded, and the worst outcome is a file kept longer. It reports whether the
 // journal has grown past accessJournalMax; a change folds it into the snapshot at once,
 // a View leaves that to compactAccess, which needs the exclusive lock.
-func (tx *Tx) flushAccess() (full bool) {
+func (tx *aferoTx) flushAccess() (full bool) {
 	a := tx.s.access
-	if len(tx.journal) == 0 || a == nil {
+	if a == nil {
+		return false
+	}
+	if tx.compact {
+		// LastAccess read the record for expiry: fold everything into a new snapshot.
+		if rec, err := readAccess(tx.s.fs); err == nil {
+			for _, line := range tx.journal {
+				replay(rec, strings.Split(strings.TrimSuffix(line, "\n"), "\t"))
+			}
+			writeAccess(tx.s.fs, rec)
+		}
+		tx.journal = tx.journal[:0]
+		return false
+	}
+	if len(tx.journal) == 0 {
 		return false
 	}
 	a.appendMu.Lock()
@@ -138,18 +149,24 @@ func (tx *Tx) flushAccess() (full bool) {
 }
 
 // compactAccess folds a journal that grew past its bound into the snapshot.
-func (s *Store) compactAccess(ctx context.Context) {
-	s.Update(ctx, func(tx *Tx) error {
-		rec, err := readAccess(s.fs)
-		if err != nil {
-			return err
-		}
-		return writeAccess(s.fs, rec)
-	})
+func (s *AferoStorage) compactAccess() {
+	ctx, cancel := context.WithTimeout(context.Background(), compactTimeout)
+	defer cancel()
+	t, err := s.Begin(ctx, true)
+	if err != nil {
+		return
+	}
+	tx := t.(*aferoTx)
+	tx.compact = true
+	tx.Commit()
 }
 
+// compactTimeout bounds how long a compaction waits for the exclusive lock; one that
+// cannot have it is left to the next change.
+const compactTimeout = 5 * time.Second
+
 // readAccess returns the record: the snapshot with the journal replayed onto it.
-func readAccess(fsys afero.Fs) (map[string]int64, error) {
+func readAccess(fsys FS) (map[string]int64, error) {
 	rec := map[string]int64{}
 	data, err := afero.ReadFile(fsys, accessName)
 	switch {
@@ -212,12 +229,12 @@ func replay(rec map[string]int64, f []string) {
 }
 
 // writeAccess stores rec as the new snapshot and then drops the journal it contains.
-func writeAccess(fsys afero.Fs, rec map[string]int64) error {
+func writeAccess(fsys FS, rec map[string]int64) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(fsys, accessName, data, fsys.Rename); err != nil {
+	if err := fsys.WriteFileAtomic(accessName, data, false); err != nil {
 		return err
 	}
 	if err := fsys.Remove(accessJournalName); err != nil && !IsNotExist(err) {
@@ -226,102 +243,37 @@ func writeAccess(fsys afero.Fs, rec map[string]int64) error {
 	return nil
 }
 
-// Expired is a file, or a directory left empty, that Expire deleted (or, in a dry run,
-// would delete).
-type Expired struct {
-	Path string // virtual path
-	Size int64  // bytes of the file; 0 for a directory
-	Dir  bool
-}
-
-// ErrNotTracked is returned by Expire on a store that does not record access.
-var ErrNotTracked = errors.New("vfs: Expire needs TrackAccess")
-
-// Expire deletes every file not viewed or changed for longer than maxAge, and the
-// directories that become empty with them (never /memories itself). A file the record does
-// not know yet (created by hand, or before tracking was turned on) starts its grace period
-// now. With dryRun it deletes nothing and reports what it would delete. A read-only store,
-// and one that does not track access, is never touched.
-func (s *Store) Expire(ctx context.Context, maxAge time.Duration, dryRun bool) ([]Expired, error) {
-	if s.readOnly {
-		return nil, ErrReadOnlyStore
-	}
-	a := s.access
+// LastAccess returns the record for the files that exist now (see Txn): a name the record
+// has but no file does is dropped; a file the record does not know yet (created by hand,
+// or before tracking was turned on) starts now.
+func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
+	a := tx.s.access
 	if a == nil {
 		return nil, ErrNotTracked
 	}
-	var out []Expired
-	err := s.Update(ctx, func(tx *Tx) error {
-		rec, err := readAccess(s.fs)
-		if err != nil {
-			return err
-		}
-		now := a.now().Unix()
-		files := map[string]int64{}
-		if err := tx.walkFiles("", false, func(name string, size int64) { files[name] = size }); err != nil {
-			return err
-		}
-		for name := range rec {
-			if _, ok := files[name]; !ok {
-				delete(rec, name)
-			}
-		}
-		var old []string
-		for name := range files {
-			t, ok := rec[name]
-			switch {
-			case !ok:
-				rec[name] = now
-			case now-t > int64(maxAge/time.Second):
-				old = append(old, name)
-			}
-		}
-		slices.Sort(old)
-
-		gone := map[string]bool{}
-		for _, name := range old {
-			out = append(out, Expired{Path: Root + "/" + name, Size: files[name]})
-			gone[name] = true
-			if !dryRun {
-				if _, err := tx.RemoveAll(Path{clean: Root + "/" + name}); err != nil {
-					return err
-				}
-				delete(rec, name)
-			}
-		}
-		tx.journal = nil // the deletions are in rec already
-		// Directories left empty go too, deepest first; a dry run works out which would.
-		for _, name := range old {
-			for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
-				if gone[dir] {
-					continue
-				}
-				empty, err := tx.emptyAfter(dir, gone)
-				if err != nil || !empty {
-					break
-				}
-				if !dryRun && s.fs.Remove(dir) != nil {
-					break // something the listing does not show is in it: keep it
-				}
-				gone[dir] = true
-				out = append(out, Expired{Path: Root + "/" + dir, Dir: true})
-			}
-		}
-		return writeAccess(s.fs, rec)
-	})
-	return out, err
-}
-
-// emptyAfter reports whether directory dir holds nothing once the names in gone are gone.
-func (tx *Tx) emptyAfter(dir string, gone map[string]bool) (bool, error) {
-	entries, err := tx.list(dir)
+	rec, err := readAccess(tx.s.fs)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	for _, e := range entries {
-		if !gone[path.Join(dir, e.Name)] {
-			return false, nil
+	files := map[string]bool{}
+	if err := tx.walkFiles(ctx, "", false, func(name string, _ int64) { files[name] = true }); err != nil {
+		return nil, err
+	}
+	now := a.now().Unix()
+	for name := range rec {
+		if !files[name] {
+			delete(rec, name)
+			tx.forget(name)
 		}
 	}
-	return true, nil
+	for name := range files {
+		if _, ok := rec[name]; !ok {
+			rec[name] = now
+			tx.journal = append(tx.journal, accessTouch+"\t"+strconv.FormatInt(now, 10)+"\t"+name+"\n")
+		}
+	}
+	if tx.write {
+		tx.compact = true
+	}
+	return rec, nil
 }

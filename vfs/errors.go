@@ -19,43 +19,48 @@ var ErrNotRegular = errors.New("not a regular file")
 // unmounted); the store serves again as soon as it is back.
 var ErrStorageGone = errors.New("the storage directory is missing")
 
-// The neutral reasons of docs/behaviour.md §4, the only words about a storage failure the model sees.
-const (
-	ReasonPermission = "permission denied"
-	ReasonNoSpace    = "no space left on storage"
-	ReasonReadOnly   = "storage is read-only"
-	ReasonIO         = "input/output error"
-	ReasonInternal   = "internal error"
-	// ReasonTimeout: the call ran past its deadline (a slow disk, or another process
-	// holding the storage lock); trying again later may work.
-	ReasonTimeout = "the storage did not answer in time, try again"
-	// ReasonGone: the storage directory was removed or unmounted.
-	ReasonGone = "the storage directory is missing"
-)
-
-// Reason maps a storage error to one of the neutral reasons of docs/behaviour.md §4. The error itself,
-// which may name host paths, belongs in the operator's log only.
-func Reason(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return ReasonTimeout
-	case errors.Is(err, ErrStorageGone):
-		return ReasonGone
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
-		return ReasonNoSpace
-	case errors.Is(err, syscall.EROFS):
-		return ReasonReadOnly
-	case errors.Is(err, fs.ErrPermission):
-		return ReasonPermission
-	case errors.Is(err, syscall.EIO):
-		return ReasonIO
-	default:
-		return ReasonInternal
-	}
-}
-
 // IsNotExist reports whether err says a path does not exist, including "not a directory"
 // for a path that runs through a file: for the model both mean the path is not there.
 func IsNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// IsExist reports whether err says the destination of a create or rename exists (they
+// never replace anything).
+func IsExist(err error) bool { return errors.Is(err, fs.ErrExist) }
+
+// Failure is the kind of a storage failure, for the neutral reason the model is told
+// (docs/behaviour.md §4); package handlers words it.
+type Failure int
+
+// The kinds of storage failures.
+const (
+	FailInternal   Failure = iota // anything else
+	FailTimeout                   // the call ran past its deadline
+	FailGone                      // the storage directory is missing
+	FailNoSpace                   // no space, quota exceeded, file too large
+	FailReadOnly                  // read-only filesystem
+	FailPermission                // permission denied
+	FailIO                        // input/output error
+)
+
+// FailureOf classifies a storage error. The error itself, which may name host paths,
+// belongs in the operator's log only.
+func FailureOf(err error) Failure {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return FailTimeout
+	case errors.Is(err, ErrStorageGone):
+		return FailGone
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
+		return FailNoSpace
+	case errors.Is(err, syscall.EROFS):
+		return FailReadOnly
+	case errors.Is(err, fs.ErrPermission):
+		return FailPermission
+	case errors.Is(err, syscall.EIO):
+		return FailIO
+	default:
+		return FailInternal
+	}
 }

@@ -238,7 +238,7 @@ func TestStoreNoticesOtherWriters(t *testing.T) {
 	}
 	before := usage(a)
 	usage(b)
-	if err := b.Update(context.Background(), func(tx *Tx) error { _, err := tx.RemoveAll(MustResolve("/memories/a.txt")); return err }); err != nil {
+	if err := b.Update(context.Background(), func(tx *Tx) error { return tx.RemoveAll(MustResolve("/memories/a.txt")) }); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := usage(a), before-int64(len("lower a")); got != want {

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
@@ -8,74 +9,97 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/spf13/afero"
 )
 
-// Entry is a directory entry as a listing needs it: no more than its name, type and size.
+// Entry is a directory entry as a listing needs it: no more than its name, kind and size.
 type Entry struct {
 	Name string
-	Mode fs.FileMode // type bits only for special files; fs.ModeDir for directories; 0 for regular files
-	Size int64       // bytes, for regular files
+	Kind Kind
+	Size int64 // bytes, for regular files
+}
+
+// Kind is what an entry is.
+type Kind uint8
+
+// The kinds of entries. Links exist on the host-directory backends only; a listing shows
+// neither links nor other special files, and no command reads through them.
+const (
+	KindFile  Kind = iota // a regular file
+	KindDir               // a directory
+	KindLink              // a symbolic link
+	KindOther             // anything else (fifo, socket, device)
+)
+
+// kindOf gives the kind of a file mode.
+func kindOf(m fs.FileMode) Kind {
+	switch {
+	case m.IsRegular():
+		return KindFile
+	case m.IsDir():
+		return KindDir
+	case m&fs.ModeSymlink != 0:
+		return KindLink
+	}
+	return KindOther
 }
 
 // IsDir reports whether the entry is a directory.
-func (e Entry) IsDir() bool { return e.Mode.IsDir() }
+func (e Entry) IsDir() bool { return e.Kind == KindDir }
 
 // IsRegular reports whether the entry is a regular file.
-func (e Entry) IsRegular() bool { return e.Mode.IsRegular() }
+func (e Entry) IsRegular() bool { return e.Kind == KindFile }
 
 // IsLink reports whether the entry is a symbolic link (Stat does not follow a final one).
-func (e Entry) IsLink() bool { return e.Mode&fs.ModeSymlink != 0 }
+func (e Entry) IsLink() bool { return e.Kind == KindLink }
 
-// dirOpener is storage that can open a directory as a handle whose children open relative
-// to it (OSFs). Other storage is walked by name.
-type dirOpener interface {
-	openDir(name string) (dirHandle, error)
-}
-
-// dirHandle is an open directory during a walk.
-type dirHandle interface {
-	entries() ([]Entry, error) // unsorted, bookkeeping included
-	child(name string) (dirHandle, error)
-	close()
-}
-
-// namedDir walks storage that has no directory handles: each directory is opened by its
-// full name. (MemFs finds a name in one map lookup; the overlay asks each layer.)
+// namedDir walks storage that has no directory handles of its own: each directory is
+// opened by its full name. (MemFs finds a name in one map lookup; the overlay asks each
+// layer.)
 type namedDir struct {
-	fs   interface{ readDirInfos(string) ([]Entry, error) }
+	fs   afero.Fs
 	name string
 }
 
-func (d namedDir) entries() ([]Entry, error) { return d.fs.readDirInfos(d.name) }
-func (d namedDir) child(name string) (dirHandle, error) {
-	return namedDir{fs: d.fs, name: path.Join(d.name, name)}, nil
-}
-func (d namedDir) close() {}
-
-// readDirInfos lists a directory by name through the afero interface.
-func (tx *Tx) readDirInfos(name string) ([]Entry, error) {
-	d, err := tx.s.fs.Open(name)
+// openNamedDir opens the directory name of fsys for a walk by names.
+func openNamedDir(fsys afero.Fs, name string) (DirHandle, error) {
+	fi, err := fsys.Stat(name)
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	infos, err := d.Readdir(-1)
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
+	}
+	return namedDir{fs: fsys, name: name}, nil
+}
+
+func (d namedDir) Entries() ([]Entry, error) {
+	f, err := d.fs.Open(d.name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	infos, err := f.Readdir(-1)
 	if err != nil {
 		return nil, err
 	}
 	entries := make([]Entry, len(infos))
 	for i, fi := range infos {
-		entries[i] = Entry{Name: fi.Name(), Mode: fi.Mode().Type(), Size: fi.Size()}
+		entries[i] = Entry{Name: fi.Name(), Kind: kindOf(fi.Mode())}
+		if entries[i].Kind == KindFile {
+			entries[i].Size = fi.Size()
+		}
 	}
 	return entries, nil
 }
 
-func (tx *Tx) openDir(name string) (dirHandle, error) {
-	if o, ok := tx.s.fs.(dirOpener); ok {
-		return o.openDir(name)
-	}
-	return namedDir{fs: tx, name: name}, nil
+func (d namedDir) Child(name string) (DirHandle, error) {
+	return namedDir{fs: d.fs, name: path.Join(d.name, name)}, nil
 }
+
+func (d namedDir) Close() {}
 
 // sorted drops the bookkeeping files and sorts by name in byte order.
 func sorted(entries []Entry) []Entry {
@@ -86,13 +110,13 @@ func sorted(entries []Entry) []Entry {
 
 // list returns the entries of the directory name, sorted by name in byte order, without
 // the server's bookkeeping files, described without following links.
-func (tx *Tx) list(name string) ([]Entry, error) {
-	d, err := tx.openDir(name)
+func (tx *aferoTx) list(name string) ([]Entry, error) {
+	d, err := tx.s.fs.OpenDir(name)
 	if err != nil {
 		return nil, err
 	}
-	defer d.close()
-	entries, err := d.entries()
+	defer d.Close()
+	entries, err := d.Entries()
 	if err != nil {
 		return nil, err
 	}
@@ -116,12 +140,12 @@ type Node struct {
 // entry for which skip reports true is neither listed nor counted, nor descended into;
 // symbolic links and special files never are. The walk costs one directory open per
 // directory, whatever the depth, and gives up when the transaction's context is done.
-func (tx *Tx) Tree(p Path, depth int, skip func(name string) bool) (Node, error) {
-	d, err := tx.openDir(p.Name())
+func (tx *aferoTx) Tree(ctx context.Context, p Path, depth int, skip func(name string) bool) (Node, error) {
+	d, err := tx.s.fs.OpenDir(p.Name())
 	if err != nil {
 		return Node{}, err
 	}
-	w := walker{tx: tx, skip: skip, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
+	w := walker{ctx: ctx, skip: skip, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 	children, total, err := w.walk(d, depth)
 	return Node{Name: path.Base(p.String()), Dir: true, Size: total, Children: children}, err
 }
@@ -131,7 +155,7 @@ func (tx *Tx) Tree(p Path, depth int, skip func(name string) bool) (Node, error)
 // len(slots) at a time; a walk that finds no free slot reads inline, which keeps nested
 // waits from deadlocking.
 type walker struct {
-	tx    *Tx
+	ctx   context.Context
 	skip  func(string) bool
 	slots chan struct{}
 }
@@ -145,12 +169,12 @@ type subtree struct {
 
 // walk returns the counted entries of the open directory d (listed to depth levels) and
 // the total size of the files below it; it closes d.
-func (w walker) walk(d dirHandle, depth int) ([]Node, int64, error) {
-	defer d.close()
-	if err := w.tx.ctx.Err(); err != nil {
+func (w walker) walk(d DirHandle, depth int) ([]Node, int64, error) {
+	defer d.Close()
+	if err := w.ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	raw, err := d.entries()
+	raw, err := d.Entries()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -160,7 +184,7 @@ func (w walker) walk(d dirHandle, depth int) ([]Node, int64, error) {
 		if !e.IsDir() || w.skip(e.Name) {
 			continue
 		}
-		child, err := d.child(e.Name)
+		child, err := d.Child(e.Name)
 		if err != nil {
 			continue // replaced by something else since the listing: not a directory any more
 		}

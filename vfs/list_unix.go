@@ -9,11 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var _ dirOpener = (*OSFs)(nil)
-
-// openDir opens the directory name through the root, as a handle whose children open
+// OpenDir opens the directory name through the root, as a handle whose children open
 // relative to it.
-func (f *OSFs) openDir(name string) (dirHandle, error) {
+func (f *OSFs) OpenDir(name string) (DirHandle, error) {
 	var d *os.File
 	err := f.follow(name, true, func(n string) (err error) {
 		d, err = f.root.OpenFile(n, openDir, 0)
@@ -30,9 +28,9 @@ func (f *OSFs) openDir(name string) (dirHandle, error) {
 // directory whatever its depth, and never leaves the directory it started in.
 type fdDir struct{ d *os.File }
 
-func (h fdDir) close() { h.d.Close() }
+func (h fdDir) Close() { h.d.Close() }
 
-func (h fdDir) child(name string) (dirHandle, error) {
+func (h fdDir) Child(name string) (DirHandle, error) {
 	fd, err := unix.Openat(int(h.d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	for err == unix.EINTR {
 		fd, err = unix.Openat(int(h.d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
@@ -46,7 +44,7 @@ func (h fdDir) child(name string) (dirHandle, error) {
 // entries reads the names, then describes each with one fstatat on the directory's
 // descriptor: one system call per entry, no path walk, and no FileInfo. (os.File.ReadDir
 // would stat every entry itself wherever the filesystem does not report types in getdents.)
-func (h fdDir) entries() ([]Entry, error) {
+func (h fdDir) Entries() ([]Entry, error) {
 	names, err := h.d.Readdirnames(-1)
 	if err != nil {
 		return nil, err
@@ -63,11 +61,11 @@ func (h fdDir) entries() ([]Entry, error) {
 		case unix.S_IFREG:
 			e.Size = st.Size
 		case unix.S_IFDIR:
-			e.Mode = fs.ModeDir
+			e.Kind = KindDir
 		case unix.S_IFLNK:
-			e.Mode = fs.ModeSymlink
+			e.Kind = KindLink
 		default:
-			e.Mode = fs.ModeIrregular
+			e.Kind = KindOther
 		}
 		entries = append(entries, e)
 	}

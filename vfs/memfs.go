@@ -1,10 +1,12 @@
 package vfs
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,16 +23,10 @@ import (
 // Names are cleaned and made absolute before they reach MemMapFs, which otherwise treats
 // "a" and "/a" as two files.
 type MemFs struct {
-	mu sync.RWMutex
-	fs *afero.MemMapFs
+	mu  sync.RWMutex
+	fs  *afero.MemMapFs
+	gen atomic.Uint64 // the change counter (see LockStorage)
 }
-
-var (
-	_ afero.Fs         = (*MemFs)(nil)
-	_ afero.Lstater    = (*MemFs)(nil)
-	_ NoReplaceRenamer = (*MemFs)(nil)
-	_ atomicWriter     = (*MemFs)(nil)
-)
 
 // NewMemFs returns an empty in-memory filesystem whose root directory exists.
 func NewMemFs() *MemFs {
@@ -232,11 +228,11 @@ func (m *MemFs) rename(oldname, newname string, noReplace bool) error {
 	return m.fs.Rename(oldname, newname)
 }
 
-// writeFileAtomic replaces (or, with noReplace, creates) the file at name in one step under
+// WriteFileAtomic replaces (or, with noReplace, creates) the file at name in one step under
 // the filesystem's lock. In memory a temporary file and a rename buy nothing (there is no
 // crash to survive, and the Store keeps readers out while it writes), and MemMapFs's rename
 // scans every file in the filesystem for descendants, which made each write cost O(files).
-func (m *MemFs) writeFileAtomic(name string, data []byte, noReplace bool) error {
+func (m *MemFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
 	name = abs(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -295,3 +291,25 @@ func (m *MemFs) Chtimes(name string, atime, mtime time.Time) error {
 	defer m.mu.Unlock()
 	return m.fs.Chtimes(abs(name), atime, mtime)
 }
+
+// SyncDir does nothing: memory has nothing to flush.
+func (m *MemFs) SyncDir(string) error { return nil }
+
+// OpenDir opens a directory for a walk by names.
+func (m *MemFs) OpenDir(name string) (DirHandle, error) { return openNamedDir(m, name) }
+
+// LockStorage returns the change counter. Memory is not shared with other processes, so
+// there is no lock to take beyond the Store's own; the counter still tells two stores over
+// one MemFs (as tests build them) about each other's changes.
+func (m *MemFs) LockStorage(ctx context.Context, exclusive bool) (uint64, error) {
+	return m.gen.Load(), ctx.Err()
+}
+
+// SetGeneration stores a new change counter.
+func (m *MemFs) SetGeneration(gen uint64) error { m.gen.Store(gen); return nil }
+
+// UnlockStorage does nothing (see LockStorage).
+func (m *MemFs) UnlockStorage() error { return nil }
+
+// Reload does nothing: a MemFs caches nothing of itself.
+func (m *MemFs) Reload() error { return nil }

@@ -27,8 +27,7 @@ import (
 // Nothing it opens can block: files are opened non-blocking and must turn out to be
 // regular files or directories (a fifo swapped in by another program is refused).
 //
-// OSFs also implements the optional interfaces the Store uses: Lstater, NoReplaceRenamer,
-// DirSyncer and Locker.
+// OSFs meets the FS contract of NewAferoStorage.
 type OSFs struct {
 	dir      string // the host directory as given, to notice that it vanished and reopen it
 	real     string // dir with symbolic links resolved, for absolute links into it
@@ -43,14 +42,6 @@ type OSFs struct {
 	holders int      // this process's holders of the data lock: any number shared, or one exclusive
 	gateMu  sync.Mutex
 }
-
-var (
-	_ afero.Fs         = (*OSFs)(nil)
-	_ afero.Lstater    = (*OSFs)(nil)
-	_ NoReplaceRenamer = (*OSFs)(nil)
-	_ DirSyncer        = (*OSFs)(nil)
-	_ Locker           = (*OSFs)(nil)
-)
 
 // lockFileName and gateFileName are the storage-wide locks of an OS store, kept in its root.
 const (
@@ -392,6 +383,15 @@ func (f *OSFs) SyncDir(name string) error {
 	defer d.Close()
 	return syncDir(d.(osFile).File)
 }
+
+// WriteFileAtomic writes a temporary file beside name, flushes it, renames it to name and
+// flushes the directory (docs/behaviour.md §6).
+func (f *OSFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	return writeAtomic(f, name, data, noReplace)
+}
+
+// Reload does nothing: an OSFs caches nothing that another process could change.
+func (f *OSFs) Reload() error { return nil }
 
 // RenameNoReplace renames oldname to newname and fails with fs.ErrExist if newname exists;
 // the check and the move are one step (see renameNoReplace for the platform's way).

@@ -39,23 +39,14 @@ const whiteoutsName = bookkeepingPrefix + "-whiteouts"
 // deleted copied-up file does not bring back the lower version.
 type OverlayFs struct {
 	lower afero.Fs
-	upper afero.Fs
+	upper FS
 
 	mu sync.RWMutex
 	wh map[string]bool // cleaned relative names whose lower entries are hidden, with everything below
 }
 
-var (
-	_ afero.Fs         = (*OverlayFs)(nil)
-	_ afero.Lstater    = (*OverlayFs)(nil)
-	_ NoReplaceRenamer = (*OverlayFs)(nil)
-	_ DirSyncer        = (*OverlayFs)(nil)
-	_ Locker           = (*OverlayFs)(nil)
-	_ reloader         = (*OverlayFs)(nil)
-)
-
 // NewOverlayFs layers upper over lower and loads the whiteouts recorded in upper.
-func NewOverlayFs(lower, upper afero.Fs) (*OverlayFs, error) {
+func NewOverlayFs(lower afero.Fs, upper FS) (*OverlayFs, error) {
 	o := &OverlayFs{lower: afero.NewReadOnlyFs(lower), upper: upper}
 	if err := o.Reload(); err != nil {
 		return nil, err
@@ -212,7 +203,7 @@ func (o *OverlayFs) copyUpFile(src, dst string) error {
 }
 
 func (o *OverlayFs) writeUpper(n string, data []byte) error {
-	return writeAtomic(o.upper, n, data, o.upper.Rename)
+	return o.upper.WriteFileAtomic(n, data, false)
 }
 
 // addWhiteout hides the lower entry at n for good, and persists the set first.
@@ -546,10 +537,7 @@ func (o *OverlayFs) changeUpper(name string, change func(string) error) error {
 
 // SyncDir flushes the upper layer's directory, if the upper layer has it.
 func (o *OverlayFs) SyncDir(name string) error {
-	d, ok := o.upper.(DirSyncer)
-	if !ok {
-		return nil
-	}
+	d := o.upper
 	n := clean(name)
 	o.mu.RLock()
 	up := o.inUpper(n)
@@ -560,29 +548,25 @@ func (o *OverlayFs) SyncDir(name string) error {
 	return d.SyncDir("/" + n)
 }
 
-// LockStorage takes the upper layer's storage lock, if it has one.
+// LockStorage takes the upper layer's storage lock.
 func (o *OverlayFs) LockStorage(ctx context.Context, exclusive bool) (uint64, error) {
-	if l, ok := o.upper.(Locker); ok {
-		return l.LockStorage(ctx, exclusive)
-	}
-	return 0, nil
+	return o.upper.LockStorage(ctx, exclusive)
 }
 
-// SetGeneration stores the change counter in the upper layer's lock, if it has one.
-func (o *OverlayFs) SetGeneration(gen uint64) error {
-	if l, ok := o.upper.(Locker); ok {
-		return l.SetGeneration(gen)
-	}
-	return nil
+// SetGeneration stores the change counter in the upper layer's lock.
+func (o *OverlayFs) SetGeneration(gen uint64) error { return o.upper.SetGeneration(gen) }
+
+// UnlockStorage releases the upper layer's storage lock.
+func (o *OverlayFs) UnlockStorage() error { return o.upper.UnlockStorage() }
+
+// WriteFileAtomic writes through the overlay (copying parents up) with a temporary file and
+// a rename, so a crash leaves the old or the new content in the upper layer.
+func (o *OverlayFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	return writeAtomic(o, name, data, noReplace)
 }
 
-// UnlockStorage releases the upper layer's storage lock, if it has one.
-func (o *OverlayFs) UnlockStorage() error {
-	if l, ok := o.upper.(Locker); ok {
-		return l.UnlockStorage()
-	}
-	return nil
-}
+// OpenDir opens a merged directory for a walk by names.
+func (o *OverlayFs) OpenDir(name string) (DirHandle, error) { return openNamedDir(o, name) }
 
 // overlayDir is an open merged directory: it can be listed and described, nothing else.
 type overlayDir struct {

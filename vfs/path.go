@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"runtime"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -60,29 +59,6 @@ func (p Path) Join(name string) Path { return Path{clean: p.clean + "/" + name} 
 // Contains reports whether q lies strictly below p.
 func (p Path) Contains(q Path) bool { return strings.HasPrefix(q.clean, p.clean+"/") }
 
-// Echo returns an argument as a message may repeat it: whole when it is at most MaxPathBytes
-// long (every path that could be valid), otherwise its first 200 characters followed by
-// "… ({n} characters in all)", so that an error never sends a huge argument back.
-func Echo(s string) string {
-	if len(s) <= MaxPathBytes {
-		return s
-	}
-	return Abbreviate(s, 200)
-}
-
-// Abbreviate returns s whole when it has at most limit characters (code points), otherwise
-// its first limit characters followed by "… ({n} characters in all)".
-func Abbreviate(s string, limit int) string {
-	n := 0
-	for i := range s {
-		if n == limit {
-			return s[:i] + fmt.Sprintf("… (%d characters in all)", utf8.RuneCountInString(s))
-		}
-		n++
-	}
-	return s
-}
-
 // PathErrorKind says which rule of docs/behaviour.md §1 a path broke.
 type PathErrorKind int
 
@@ -95,27 +71,23 @@ const (
 	WindowsName                            // a name Windows cannot hold (only on Windows)
 )
 
-// PathError is a refused virtual path. Its Error text is the exact message the model sees.
+// PathError is a refused virtual path; package handlers words it for the model.
 type PathError struct {
 	Path   string // the path as the caller sent it
 	Kind   PathErrorKind
 	Detail string // for WindowsName: what is wrong with the name
 }
 
+var kindNames = map[PathErrorKind]string{
+	BadCharacters: "characters that are not allowed",
+	NotUnderRoot:  "not under " + Root,
+	Escapes:       "escapes " + Root,
+	TooLong:       "too long",
+	WindowsName:   "a name Windows cannot hold",
+}
+
 func (e *PathError) Error() string {
-	sent := Echo(e.Path)
-	switch e.Kind {
-	case BadCharacters:
-		return fmt.Sprintf("Error: Path %s contains characters that are not allowed", strconv.Quote(sent))
-	case NotUnderRoot:
-		return fmt.Sprintf("Error: Path must be %s or start with %s/, got: %s", Root, Root, sent)
-	case WindowsName:
-		return fmt.Sprintf("Error: Path %s cannot be stored on Windows: %s. Choose another name.", sent, e.Detail)
-	case TooLong:
-		return fmt.Sprintf("Error: Path %s is too long: each name may have at most %d bytes and the whole path at most %d bytes", sent, MaxNameBytes, MaxPathBytes)
-	default:
-		return fmt.Sprintf("Error: Path %s would escape %s directory", sent, Root)
-	}
+	return fmt.Sprintf("vfs: path %q refused: %s", e.Path, kindNames[e.Kind])
 }
 
 // Resolve validates a virtual path as sent by the model and returns it cleaned. It is a pure

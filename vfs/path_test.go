@@ -67,26 +67,6 @@ func TestResolveRefusesHostilePaths(t *testing.T) {
 	}
 }
 
-func TestPathErrorMessages(t *testing.T) {
-	tests := []struct {
-		path, want string
-	}{
-		{"/memories/a\x00b", `Error: Path "/memories/a\x00b" contains characters that are not allowed`},
-		{"/memories\\b.txt", `Error: Path "/memories\\b.txt" contains characters that are not allowed`},
-		{"/memoriesX/a", "Error: Path must be /memories or start with /memories/, got: /memoriesX/a"},
-		{"", "Error: Path must be /memories or start with /memories/, got: "},
-		{"/memories/../x", "Error: Path /memories/../x would escape /memories directory"},
-		{"/memories/%2e%2e/x", "Error: Path /memories/%2e%2e/x would escape /memories directory"},
-		{"/memories/" + strings.Repeat("a", 256), "Error: Path /memories/" + strings.Repeat("a", 256) + " is too long: each name may have at most 255 bytes and the whole path at most 4096 bytes"},
-	}
-	for _, tt := range tests {
-		_, err := Resolve(tt.path)
-		if err == nil || err.Error() != tt.want {
-			t.Errorf("Resolve(%q) error = %v\nwant %s", tt.path, err, tt.want)
-		}
-	}
-}
-
 func TestResolveAccepts(t *testing.T) {
 	tests := []struct {
 		path, clean, name string
@@ -208,7 +188,7 @@ func TestWindowsNames(t *testing.T) {
 		}
 	}
 	_, err := resolve("/memories/projects/con.txt", true)
-	if err == nil || err.Error() != `Error: Path /memories/projects/con.txt cannot be stored on Windows: "con.txt" is a reserved device name. Choose another name.` {
+	if pe, ok := err.(*PathError); !ok || pe.Kind != WindowsName || pe.Detail != `"con.txt" is a reserved device name` {
 		t.Errorf("resolve on Windows: %v", err)
 	}
 	if _, err := resolve("/memories/projects/con.txt", false); err != nil {

@@ -1,0 +1,40 @@
+package vfs_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
+)
+
+// Every backend passes the storage conformance suite.
+func TestConformance(t *testing.T) {
+	backends := map[string]func(t *testing.T) vfs.Storage{
+		"os": func(t *testing.T) vfs.Storage {
+			s, err := vfs.OpenOSStore(filepath.Join(t.TempDir(), "store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Storage()
+		},
+		"memory": func(t *testing.T) vfs.Storage { return vfs.NewMemoryStore().Storage() },
+		"overlay": func(t *testing.T) vfs.Storage {
+			s, err := vfs.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Storage()
+		},
+		"overlay-mem": func(t *testing.T) vfs.Storage {
+			s, err := vfs.OpenOverlayStore(t.TempDir(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Storage()
+		},
+	}
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) { vfstest.TestStorage(t, open) })
+	}
+}
