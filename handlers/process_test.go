@@ -29,6 +29,12 @@ func TestMain(m *testing.M) {
 		childEdit()
 	case "rewrite":
 		childRewrite()
+	case "create":
+		res := childHandlers().Exec(context.Background(), map[string]any{"command": "create", "path": os.Getenv("MEMORY_MCP_TEST_PATH"), "file_text": "from another process"})
+		if res.IsError {
+			fmt.Fprintln(os.Stderr, res.Text)
+			os.Exit(1)
+		}
 	default:
 		fmt.Fprintln(os.Stderr, "unknown child job")
 		os.Exit(2)

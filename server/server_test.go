@@ -334,3 +334,58 @@ func TestHTTPGuards(t *testing.T) {
 		t.Errorf("sse foreign host: status %d, want 403", got)
 	}
 }
+
+// The audit line of every changing command: the bytes before and after come from the change
+// feed's batch (a directory counts every file below it), the paths are those the call
+// named, and every error carries its code.
+func TestAuditLines(t *testing.T) {
+	var log bytes.Buffer
+	_, c := newServer(t, server.ToolsSplit, &log)
+	calls := []struct {
+		tool string
+		args map[string]any
+		want map[string]any
+	}{
+		{"memory_create", map[string]any{"path": "/memories/d/a.md", "file_text": "hello"},
+			map[string]any{"message": "audit", "command": "create", "path": "/memories/d/a.md", "bytes_before": 0.0, "bytes_after": 5.0, "outcome": "ok"}},
+		{"memory_create", map[string]any{"path": "/memories/d/b.md", "file_text": "abc"},
+			map[string]any{"message": "audit", "bytes_before": 0.0, "bytes_after": 3.0}},
+		{"memory_str_replace", map[string]any{"path": "/memories/d/a.md", "old_str": "hello", "new_str": "hi"},
+			map[string]any{"message": "audit", "command": "str_replace", "bytes_before": 5.0, "bytes_after": 2.0, "outcome": "ok"}},
+		{"memory_insert", map[string]any{"path": "/memories/d/a.md", "insert_line": 0, "insert_text": "top"},
+			map[string]any{"message": "audit", "command": "insert", "bytes_before": 2.0, "bytes_after": 6.0}},
+		{"memory_rename", map[string]any{"old_path": "/memories/d", "new_path": "/memories/e"},
+			map[string]any{"message": "audit", "command": "rename", "old_path": "/memories/d", "new_path": "/memories/e", "bytes_before": 9.0, "bytes_after": 9.0}},
+		{"memory_create", map[string]any{"path": "/memories/e/b.md", "file_text": "again"},
+			map[string]any{"message": "audit", "outcome": "refused", "code": "exists", "bytes_before": 0.0, "bytes_after": 0.0}},
+		{"memory_str_replace", map[string]any{"path": "/memories/e/a.md", "old_str": "absent", "new_str": "x"},
+			map[string]any{"message": "audit", "outcome": "refused", "code": "no_match"}},
+		{"memory_delete", map[string]any{"path": "/memories/../etc"},
+			map[string]any{"message": "audit", "outcome": "refused", "code": "escape"}},
+		{"memory_view", map[string]any{"path": "/memories/none"},
+			map[string]any{"message": "tool call", "outcome": "refused", "code": "not_found"}},
+		{"memory_delete", map[string]any{"path": "/memories/e"},
+			map[string]any{"message": "audit", "command": "delete", "path": "/memories/e", "bytes_before": 9.0, "bytes_after": 0.0, "outcome": "ok"}},
+	}
+	for _, tt := range calls {
+		log.Reset()
+		call(t, c, tt.tool, tt.args)
+		var line map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+			var e map[string]any
+			if json.Unmarshal([]byte(l), &e) == nil && (e["message"] == "audit" || e["message"] == "tool call") {
+				line = e
+			}
+		}
+		for k, want := range tt.want {
+			if line[k] != want {
+				t.Errorf("%s %v: %s = %v, want %v (line %v)", tt.tool, tt.args, k, line[k], want, line)
+			}
+		}
+		if line["outcome"] == "ok" {
+			if _, has := line["code"]; has {
+				t.Errorf("%s: a success carries a code: %v", tt.tool, line)
+			}
+		}
+	}
+}
