@@ -2,10 +2,15 @@
 // that knows host paths.
 //
 // The model sees one tree, /memories. Resolve validates a virtual path (docs/behaviour.md §1, rules
-// P1–P3) as a pure function and gives its storage name. A Store holds the tree on an
-// afero filesystem and runs every access in a transaction (View or Update).
+// P1–P3) as a pure function and gives its storage name. A Store runs every access in a
+// transaction (View, or Update/Apply for changes) on a Storage, the interface every backend
+// implements (package vfstest is its conformance suite), and publishes what each committed
+// transaction changed on its change feed (Subscribe).
 //
 // # Backends
+//
+// The three below are afero filesystems meeting the FS contract, under one Storage
+// implementation (AferoStorage).
 //
 //   - OSFs: a host directory opened as an os.Root. The kernel resolves every name inside
 //     the directory one element at a time, so ".." and symbolic links (absolute, relative,
