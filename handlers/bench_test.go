@@ -208,3 +208,44 @@ func BenchmarkListingDepth(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChangeFeedDigests is the price of the feed's digests, paid only while the store
+// has a subscriber: str_replace of a small and of a 1 MiB file, on memory, with one
+// subscriber that drains the feed.
+func BenchmarkChangeFeedDigests(b *testing.B) {
+	big := oneMiB()
+	copy(big[len(big)-100:], "MARKER-A")
+	for _, size := range []struct {
+		name    string
+		content []byte
+	}{{"small", []byte("MARKER-A and a small memory\n")}, {"1MiB", big}} {
+		for _, subscribed := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/subscribed=%v", size.name, subscribed), func(b *testing.B) {
+				fx := backends()[1].open(b, map[string][]byte{"f.txt": size.content}, noWrap)
+				if subscribed {
+					sub := fx.store.Subscribe(64)
+					done := make(chan struct{})
+					go func() {
+						for {
+							select {
+							case <-sub.C:
+							case <-done:
+								return
+							}
+						}
+					}()
+					defer func() { close(done); sub.Close() }()
+				}
+				h := handlers.New(fx.store, handlers.Limits{MaxFileBytes: 64 << 20, MaxStoreBytes: 1 << 40})
+				from, to := "MARKER-A", "MARKER-B"
+				b.ReportAllocs()
+				for b.Loop() {
+					if res := h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": "/memories/f.txt", "old_str": from, "new_str": to}); res.IsError {
+						b.Fatal(res.Text)
+					}
+					from, to = to, from
+				}
+			})
+		}
+	}
+}

@@ -2,12 +2,11 @@ package handlers_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,10 +14,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-func sum(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
+func sum(s string) vfs.Digest { return vfs.DigestOf([]byte(s)) }
 
 // next returns the next batch the subscription gets, failing after a generous wait.
 func next(t *testing.T, sub *vfs.Subscription) vfs.Batch {
@@ -217,5 +213,59 @@ func TestChangeFeedSlowSubscriber(t *testing.T) {
 	}
 	if got := slow.Missed(); got != 49 {
 		t.Errorf("missed %d batches, want 49 (one fits the buffer)", got)
+	}
+}
+
+// secondRemoveFails lets the first RemoveAll through and fails the next ones.
+type secondRemoveFails struct {
+	vfs.FS
+	n int
+}
+
+func (f *secondRemoveFails) RemoveAll(name string) error {
+	if f.n++; f.n > 1 {
+		return syscall.EIO
+	}
+	return f.FS.RemoveAll(name)
+}
+
+// When a transaction fails after a change that the storage cannot undo, the feed still
+// reports the change that stayed.
+func TestChangeFeedKeptAfterFailure(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			fx := b.open(t, map[string][]byte{"old/a.md": []byte("aa"), "old/b.md": []byte("b")}, func(fsys vfs.FS) vfs.FS { return &secondRemoveFails{FS: fsys} })
+			now := time.Unix(2_000_000, 0)
+			fx.store.TrackAccess(func() time.Time { return now })
+			ctx := context.Background()
+			if _, err := fx.store.Expire(ctx, time.Hour, true); err != nil {
+				t.Fatal(err)
+			}
+			now = now.Add(2 * time.Hour)
+			sub := fx.store.Subscribe(4)
+			defer sub.Close()
+			if _, err := fx.store.Expire(ctx, time.Hour, false); err == nil {
+				t.Fatal("the second removal did not fail")
+			}
+			got := next(t, sub)
+			want := []vfs.Change{{Kind: vfs.Deleted, Path: "/memories/old/a.md", SizeBefore: 2, SHA256Before: sum("aa")}}
+			if !reflect.DeepEqual(got.Changes, want) {
+				t.Errorf("batch %+v, want %+v", got.Changes, want)
+			}
+		})
+	}
+}
+
+// Without a subscriber the batch still gives every change's kind, paths and sizes (the
+// audit line's sums), but no digests: nobody needs them, and a delete then reads nothing.
+func TestChangeFeedNoSubscriber(t *testing.T) {
+	store := vfs.NewMemoryStore()
+	h := handlers.New(store, handlers.DefaultLimits())
+	ctx := context.Background()
+	h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/d/a.md", "file_text": "abc"})
+	res := h.Exec(ctx, map[string]any{"command": "delete", "path": "/memories/d"})
+	want := []vfs.Change{{Kind: vfs.Deleted, Path: "/memories/d/a.md", SizeBefore: 3}}
+	if res.Batch == nil || !reflect.DeepEqual(res.Batch.Changes, want) || res.Batch.Actor != vfs.ActorLocal {
+		t.Errorf("batch %+v, want %+v by %s", res.Batch, want, vfs.ActorLocal)
 	}
 }

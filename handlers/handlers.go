@@ -223,7 +223,6 @@ func (h *Handlers) guard(ctx context.Context, c *command, sent string, run func(
 	if h.readOnly && c.changes {
 		return Result{Text: "Error: The memory store is read-only", IsError: true, Code: CodeReadOnly}
 	}
-	ctx = vfs.WithCommand(ctx, c.name)
 	if h.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
@@ -316,16 +315,14 @@ func (h *Handlers) read(ctx context.Context, command, sent string, fn func(tx *v
 
 func (h *Handlers) update(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
 	var res Result
-	batch, err := h.store.Apply(ctx, func(tx *vfs.Tx) (err error) {
+	batch, err := h.store.Apply(ctx, command, func(tx *vfs.Tx) (err error) {
 		res, err = fn(tx)
 		return err
 	})
 	if err != nil {
 		return failure(command, sent, err)
 	}
-	if batch != nil && len(batch.Changes) > 0 {
-		res.Batch = batch
-	}
+	res.Batch = batch
 	return res
 }
 

@@ -97,3 +97,10 @@ func Abbreviate(s string, limit int) string {
 	}
 	return s
 }
+
+// NoMemory is the result of a call that reached no memory: over HTTP with tenants, a call
+// without a tenant (the gate authenticates every request first, so this is a defect, told
+// as a refusal rather than served from another memory).
+func NoMemory(command string) Result {
+	return Result{Text: fmt.Sprintf("Error: Could not %s: %s", command, ReasonPermission), IsError: true, Err: errors.New("tool call without a tenant"), Code: CodeInternal}
+}

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -199,7 +197,7 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 func (s *Server) call(ctx context.Context, command, cmd string, args map[string]any) handlers.Result {
 	h := s.handlersFor(ctx)
 	if h == nil {
-		return handlers.Result{Text: fmt.Sprintf("Error: Could not %s: %s", cmd, handlers.ReasonPermission), IsError: true, Err: errors.New("tool call without a tenant"), Code: handlers.CodeInternal}
+		return handlers.NoMemory(cmd)
 	}
 	if command == "" {
 		return h.Exec(ctx, args)

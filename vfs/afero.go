@@ -215,6 +215,9 @@ func (tx *aferoTx) end(failed bool) error {
 	if full {
 		s.compactAccess() // after the shared lock is released: it needs the exclusive one
 	}
+	if failed && tx.changed {
+		return ErrChangesKept
+	}
 	return nil
 }
 

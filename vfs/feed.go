@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -28,13 +30,30 @@ type Change struct {
 	Path string `json:"path"`
 	// From is, for a move, the virtual path the file had before.
 	From string `json:"from,omitempty"`
-	// Sizes and SHA-256 digests (hex) of the content before and after; a digest is ""
-	// where there was no file.
-	SizeBefore   int64  `json:"size_before"`
-	SizeAfter    int64  `json:"size_after"`
-	SHA256Before string `json:"sha256_before,omitempty"`
-	SHA256After  string `json:"sha256_after,omitempty"`
+	// Sizes of the content before and after (0 where there was no file).
+	SizeBefore int64 `json:"size_before"`
+	SizeAfter  int64 `json:"size_after"`
+	// SHA-256 digests of the content before and after: zero where there was no file, and
+	// zero when the store had no subscriber as the transaction began (then nobody needs
+	// them, and a delete or rename need not read the files it touches).
+	SHA256Before Digest `json:"sha256_before,omitzero"`
+	SHA256After  Digest `json:"sha256_after,omitzero"`
 }
+
+// Digest is a SHA-256 digest of a file's content; its text form is hexadecimal.
+type Digest [sha256.Size]byte
+
+// DigestOf returns the digest of data.
+func DigestOf(data []byte) Digest { return sha256.Sum256(data) }
+
+// IsZero reports whether d is the zero digest (no digest).
+func (d Digest) IsZero() bool { return d == Digest{} }
+
+// String returns d in hexadecimal.
+func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// MarshalText returns d in hexadecimal.
+func (d Digest) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // Batch is what one committed transaction changed: a directory delete or rename lists every
 // file below the directory.
@@ -42,10 +61,12 @@ type Batch struct {
 	Seq     uint64    `json:"seq"` // this store's publication number, from 1, in commit order
 	Time    time.Time `json:"time"`
 	Actor   string    `json:"actor"`   // see WithActor
-	Command string    `json:"command"` // see WithCommand
+	Command string    `json:"command"` // the command that made the changes
 	// External marks changes another process made (one Changed entry for Root).
-	External bool     `json:"external,omitempty"`
-	Changes  []Change `json:"changes"`
+	External bool `json:"external,omitempty"`
+	// Changes are shared by every subscriber and the caller of Apply: read them, never
+	// modify them.
+	Changes []Change `json:"changes"`
 }
 
 // Bytes returns the total size of the changed files before and after the batch.
@@ -65,10 +86,7 @@ const (
 	ActorExternal = "external" // another process, noticed through the change counter
 )
 
-type (
-	actorKey   struct{}
-	commandKey struct{}
-)
+type actorKey struct{}
 
 // WithActor returns ctx carrying who makes the changes: a tenant's name, or one of the
 // Actor constants.
@@ -82,17 +100,6 @@ func ActorOf(ctx context.Context) string {
 		return a
 	}
 	return ActorLocal
-}
-
-// WithCommand returns ctx carrying the command that makes the changes.
-func WithCommand(ctx context.Context, command string) context.Context {
-	return context.WithValue(ctx, commandKey{}, command)
-}
-
-// CommandOf returns the command ctx carries ("" when none).
-func CommandOf(ctx context.Context) string {
-	c, _ := ctx.Value(commandKey{}).(string)
-	return c
 }
 
 // Subscription receives the store's batches on C, in commit order. Publishing never waits
@@ -112,6 +119,7 @@ func (s *Store) Subscribe(buffer int) *Subscription {
 	sub := &Subscription{C: c, c: c, f: &s.feed}
 	s.feed.mu.Lock()
 	s.feed.subs = append(s.feed.subs, sub)
+	s.feed.n.Store(int32(len(s.feed.subs)))
 	s.feed.mu.Unlock()
 	return sub
 }
@@ -125,4 +133,5 @@ func (sub *Subscription) Close() {
 	sub.f.mu.Lock()
 	defer sub.f.mu.Unlock()
 	sub.f.subs = slices.DeleteFunc(sub.f.subs, func(s *Subscription) bool { return s == sub })
+	sub.f.n.Store(int32(len(sub.f.subs)))
 }

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/spf13/afero"
@@ -70,10 +71,11 @@ type Txn interface {
 	// External reports whether another process changed the storage since this storage
 	// value's previous transaction (so what it knows may be stale).
 	External() bool
-	// Commit ends the transaction, keeping its changes. Rollback ends it after a failure.
-	// On the afero backends every change is atomic and durable by itself and a command
-	// makes at most one; Rollback then forgets what it cached about sizes. A database
-	// backend undoes the transaction.
+	// Commit ends the transaction, keeping its changes. Rollback ends it after a failure
+	// and undoes its changes; storage that cannot undo (the afero backends, where every
+	// change is atomic and durable by itself, and a command makes at most one) returns
+	// ErrChangesKept when the transaction had changed something, so that the feed still
+	// reports what stayed.
 	Commit() error
 	Rollback() error
 }
@@ -112,6 +114,9 @@ type FS interface {
 	// whiteouts), after another process changed the storage.
 	Reload() error
 }
+
+// ErrChangesKept is returned by Rollback when the changes the transaction made stay.
+var ErrChangesKept = errors.New("vfs: the storage cannot undo a transaction's changes")
 
 // DirHandle is an open directory during a walk.
 type DirHandle interface {

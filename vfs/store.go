@@ -2,12 +2,11 @@ package vfs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,14 +88,14 @@ func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
 // Update runs fn with exclusive access to the store: no other transaction of this process,
 // nor of any other process serving the same storage, runs at the same time.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
-	_, err := s.Apply(ctx, fn)
+	_, err := s.Apply(ctx, "", fn)
 	return err
 }
 
 // Apply is Update that also returns what the transaction changed: the batch the change
 // feed's subscribers get (nil when fn failed). The actor and command come from ctx
-// (WithActor, WithCommand).
-func (s *Store) Apply(ctx context.Context, fn func(*Tx) error) (b *Batch, err error) {
+// (WithActor); command names what makes them.
+func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (b *Batch, err error) {
 	t, err := s.st.Begin(ctx, true)
 	if err != nil {
 		return nil, err
@@ -110,11 +109,21 @@ func (s *Store) Apply(ctx context.Context, fn func(*Tx) error) (b *Batch, err er
 	if t.External() {
 		s.feed.external()
 	}
-	tx := &Tx{t: t, ctx: ctx, write: true}
+	tx := &Tx{t: t, ctx: ctx, write: true, digests: s.feed.n.Load() > 0}
+	tx.changes = tx.first[:0]
 	if err := fn(tx); err != nil {
+		s.feed.mu.Lock()
+		defer s.feed.mu.Unlock()
+		committed = true
+		if errors.Is(t.Rollback(), ErrChangesKept) && len(tx.changes) > 0 {
+			// What the transaction changed before it failed stays: subscribers hear of it.
+			s.feed.publishLocked(&Batch{Actor: ActorOf(ctx), Command: command, Changes: tx.changes})
+		}
 		return nil, err
 	}
-	b = &Batch{Actor: ActorOf(ctx), Command: CommandOf(ctx), Changes: tx.changes}
+	if len(tx.changes) > 0 {
+		b = &Batch{Actor: ActorOf(ctx), Command: command, Changes: tx.changes}
+	}
 	// Subscribers get batches in the order of their commits: the next writer cannot commit
 	// before this batch is out, since it publishes under the same mutex (and a publication
 	// never waits for a subscriber).
@@ -124,7 +133,7 @@ func (s *Store) Apply(ctx context.Context, fn func(*Tx) error) (b *Batch, err er
 	if err := t.Commit(); err != nil {
 		return nil, err
 	}
-	if len(b.Changes) > 0 {
+	if b != nil {
 		s.feed.publishLocked(b)
 	}
 	return b, nil
@@ -153,7 +162,9 @@ type Tx struct {
 	t       Txn
 	ctx     context.Context
 	write   bool
+	digests bool // compute the changes' digests (someone subscribes)
 	changes []Change
+	first   [1]Change // most transactions change one file: no allocation for it
 
 	// The file this transaction read last, whose digest a change of it needs (str_replace
 	// and insert read the file they then write).
@@ -194,7 +205,7 @@ func (tx *Tx) Usage() (int64, error) { return tx.t.Usage(tx.ctx) }
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
 func (tx *Tx) WriteFile(p Path, data []byte) error {
-	old, err := tx.content(p)
+	before, err := tx.state(p)
 	if err != nil {
 		return err
 	}
@@ -202,11 +213,11 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 		return err
 	}
 	tx.readPath, tx.readData = "", nil
-	tx.changes = append(tx.changes, Change{
-		Kind: Modified, Path: p.clean,
-		SizeBefore: int64(len(old)), SHA256Before: digest(old),
-		SizeAfter: int64(len(data)), SHA256After: digest(data),
-	})
+	c := Change{Kind: Modified, Path: p.clean, SizeBefore: before.size, SHA256Before: before.sum, SizeAfter: int64(len(data))}
+	if tx.digests {
+		c.SHA256After = DigestOf(data)
+	}
+	tx.changes = append(tx.changes, c)
 	return nil
 }
 
@@ -216,7 +227,11 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 	if err := tx.t.CreateFile(tx.ctx, p, data); err != nil {
 		return err
 	}
-	tx.changes = append(tx.changes, Change{Kind: Created, Path: p.clean, SizeAfter: int64(len(data)), SHA256After: digest(data)})
+	c := Change{Kind: Created, Path: p.clean, SizeAfter: int64(len(data))}
+	if tx.digests {
+		c.SHA256After = DigestOf(data)
+	}
+	tx.changes = append(tx.changes, c)
 	return nil
 }
 
@@ -256,18 +271,36 @@ func (tx *Tx) Rename(oldp, newp Path) error {
 	return nil
 }
 
-// content returns the file at p as it is before a change of it.
-func (tx *Tx) content(p Path) ([]byte, error) {
-	if tx.readPath == p.clean {
-		return tx.readData, nil
-	}
-	return tx.t.ReadFile(tx.ctx, p)
-}
-
 type fileState struct {
 	path string
 	size int64
-	sum  string
+	sum  Digest // zero unless tx.digests
+}
+
+// state describes the file at p as it is before a change of it: its size, and its digest
+// when the transaction computes digests (reading the file unless it was just read).
+func (tx *Tx) state(p Path) (fileState, error) {
+	f := fileState{path: p.clean}
+	switch {
+	case tx.readPath == p.clean:
+		f.size = int64(len(tx.readData))
+		if tx.digests {
+			f.sum = DigestOf(tx.readData)
+		}
+	case tx.digests:
+		data, err := tx.t.ReadFile(tx.ctx, p)
+		if err != nil {
+			return f, err
+		}
+		f.size, f.sum = int64(len(data)), DigestOf(data)
+	default:
+		e, err := tx.t.Stat(tx.ctx, p)
+		if err != nil {
+			return f, err
+		}
+		f.size = e.Size
+	}
+	return f, nil
 }
 
 // files describes the regular file at p, or every regular file below the directory at p,
@@ -278,17 +311,18 @@ func (tx *Tx) files(p Path) ([]fileState, error) {
 		return nil, err
 	}
 	var out []fileState
-	add := func(q Path) error {
-		data, err := tx.content(q)
-		if err != nil {
-			return err
+	add := func(q Path, size int64) error {
+		if !tx.digests {
+			out = append(out, fileState{path: q.clean, size: size})
+			return nil
 		}
-		out = append(out, fileState{path: q.clean, size: int64(len(data)), sum: digest(data)})
-		return nil
+		f, err := tx.state(q)
+		out = append(out, f)
+		return err
 	}
 	switch e.Kind {
 	case KindFile:
-		return out, add(p)
+		return out, add(p, e.Size)
 	case KindDir:
 		tree, err := tx.t.Tree(tx.ctx, p, maxDepth, func(string) bool { return false })
 		if err != nil {
@@ -302,7 +336,7 @@ func (tx *Tx) files(p Path) ([]fileState, error) {
 					if err := walk(q, n.Children); err != nil {
 						return err
 					}
-				} else if err := add(q); err != nil {
+				} else if err := add(q, n.Size); err != nil {
 					return err
 				}
 			}
@@ -315,11 +349,6 @@ func (tx *Tx) files(p Path) ([]fileState, error) {
 
 // maxDepth is deeper than any tree a path of MaxPathBytes can name.
 const maxDepth = MaxPathBytes
-
-func digest(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
 
 // Expired is a file, or a directory left empty, that Expire deleted (or, in a dry run,
 // would delete).
@@ -346,8 +375,8 @@ func (s *Store) Expire(ctx context.Context, maxAge time.Duration, dryRun bool) (
 		return nil, ErrNotTracked
 	}
 	var out []Expired
-	ctx = WithCommand(WithActor(ctx, ActorExpiry), "expire")
-	err := s.Update(ctx, func(tx *Tx) error {
+	ctx = WithActor(ctx, ActorExpiry)
+	_, err := s.Apply(ctx, "expire", func(tx *Tx) error {
 		out = out[:0]
 		rec, err := tx.t.LastAccess(ctx)
 		if err != nil {
@@ -419,6 +448,7 @@ type feed struct {
 	mu   sync.Mutex // orders publications (see Apply) and guards the fields below
 	seq  uint64
 	subs []*Subscription
+	n    atomic.Int32 // len(subs), read without the lock
 }
 
 func (f *feed) external() {
