@@ -122,7 +122,8 @@ func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (
 		return nil, err
 	}
 	if len(tx.changes) > 0 {
-		b = &Batch{Actor: ActorOf(ctx), Command: command, Changes: tx.changes}
+		b = &tx.batch // part of tx, which is on the heap already: no allocation of its own
+		*b = Batch{Actor: ActorOf(ctx), Command: command, Changes: tx.changes}
 	}
 	// Subscribers get batches in the order of their commits: the next writer cannot commit
 	// before this batch is out, since it publishes under the same mutex (and a publication
@@ -165,6 +166,7 @@ type Tx struct {
 	digests bool // compute the changes' digests (someone subscribes)
 	changes []Change
 	first   [1]Change // most transactions change one file: no allocation for it
+	batch   Batch
 
 	// The file this transaction read last, whose digest a change of it needs (str_replace
 	// and insert read the file they then write).
