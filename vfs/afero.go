@@ -19,6 +19,24 @@ import (
 // tmpPrefix starts the names of the temporary files of atomic writes.
 const tmpPrefix = bookkeepingPrefix + "-tmp-"
 
+// An Option changes how a store is opened.
+type Option func(*options)
+
+type options struct{ readOnly bool }
+
+// ReadOnly opens a store that refuses every change and writes nothing into the storage:
+// no lock file is created (an existing one is still used to stay out of writers' way), and
+// no access is recorded.
+func ReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
 // AferoStorage is the Storage of the three afero backends: a filesystem behind the jail,
 // with the locking, atomic writes and size accounting that docs/behaviour.md §5 and §6 ask
 // for. Changes are serialised within the process and, through the filesystem's storage
@@ -119,9 +137,6 @@ func (s *AferoStorage) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-// FS returns the filesystem behind the storage, for tests and tools that inspect it.
-func (s *AferoStorage) FS() FS { return s.fs }
 
 // ReadOnly reports whether the storage refuses every change.
 func (s *AferoStorage) ReadOnly() bool { return s.readOnly }
@@ -300,12 +315,22 @@ func (tx *aferoTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
 	}
 }
 
-// List returns the entries of the directory at p (see Txn).
+// List returns the entries of the directory at p, sorted by name in byte order, without the
+// server's bookkeeping files, described without following links.
 func (tx *aferoTx) List(ctx context.Context, p Path) ([]Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return tx.list(p.Name())
+	d, err := tx.s.fs.OpenDir(p.Name())
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	entries, err := d.Entries()
+	if err != nil {
+		return nil, err
+	}
+	return sorted(entries), nil
 }
 
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the

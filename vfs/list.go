@@ -108,21 +108,6 @@ func sorted(entries []Entry) []Entry {
 	return entries
 }
 
-// list returns the entries of the directory name, sorted by name in byte order, without
-// the server's bookkeeping files, described without following links.
-func (tx *aferoTx) list(name string) ([]Entry, error) {
-	d, err := tx.s.fs.OpenDir(name)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	entries, err := d.Entries()
-	if err != nil {
-		return nil, err
-	}
-	return sorted(entries), nil
-}
-
 // Node is one entry of a Tree.
 type Node struct {
 	Name string

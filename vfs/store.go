@@ -10,24 +10,6 @@ import (
 	"time"
 )
 
-// An Option changes how a store is opened.
-type Option func(*options)
-
-type options struct{ readOnly bool }
-
-// ReadOnly opens a store that refuses every change and writes nothing into the storage:
-// no lock file is created (an existing one is still used to stay out of writers' way), and
-// no access is recorded.
-func ReadOnly() Option { return func(o *options) { o.readOnly = true } }
-
-func collect(opts []Option) options {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
-	return o
-}
-
 // Store is the memory directory: transactions on a Storage, and the change feed that
 // reports what each committed transaction changed. Every access goes through a transaction:
 // View for reads, Update (or Apply) for changes.
