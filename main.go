@@ -7,6 +7,9 @@
 //	memory-mcp [flags]               serve (stdio by default)
 //	memory-mcp [flags] exec JSON|-   run one memory_20250818 input and print the result
 //	memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
+//	memory-mcp [flags] log [PATH]    the history of changes, newest first
+//	memory-mcp [flags] show PATH@SEQ, diff PATH [SEQ [SEQ]], restore PATH@SEQ | -at TIME [PATH],
+//	                   redact PATH@SEQ
 //
 // Every flag can also be set as MEMORY_MCP_<FLAG> (upper case, "-" as "_"); a flag on the
 // command line wins. Run memory-mcp -help for the list.
@@ -25,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +63,13 @@ type config struct {
 	allowedOrigins, allowedHosts                               string
 	maxSessions, maxSessionsPerTenant, maxInflight             int
 	maxInflightBytes                                           int64
+
+	history            bool
+	historyMaxAge      time.Duration
+	historyMaxVersions int
+	historyMaxBytes    int64
+	tenant             string
+	sub                subFlags // the history subcommands' own flags
 }
 
 // usageError is a bad flag or value: one line on stderr, exit status 2.
@@ -96,6 +107,11 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.IntVar(&c.maxSessionsPerTenant, "max-sessions-per-tenant", 100, "most Streamable HTTP sessions of one tenant at once")
 	fs.IntVar(&c.maxInflight, "max-inflight", 64, "most HTTP requests being read or executed at once (a quarter of it per tenant); beyond it 503 with Retry-After")
 	fs.Int64Var(&c.maxInflightBytes, "max-inflight-bytes", 32<<20, "most bytes of HTTP request bodies held at once (half of it per tenant); beyond it 503 with Retry-After")
+	fs.BoolVar(&c.history, "history", true, "keep a version of every change, for log, diff, restore and redact")
+	fs.DurationVar(&c.historyMaxAge, "history-max-age", vfs.DefaultHistory.MaxAge, "prune versions older than this (0: keep them however old); a file's current version is always kept")
+	fs.IntVar(&c.historyMaxVersions, "history-max-versions", vfs.DefaultHistory.MaxVersions, "keep at most this many versions per file (0: no limit)")
+	fs.Int64Var(&c.historyMaxBytes, "history-max-bytes", vfs.DefaultHistory.MaxBytes, "bytes of contents the history keeps, apart from -max-store-bytes; beyond it the oldest versions are pruned (0: no limit)")
+	fs.StringVar(&c.tenant, "tenant", "", "with -tenants, the tenant whose memory exec and the history subcommands work on")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -121,13 +137,22 @@ func parseArgs(args []string, getenv func(string) string) (*config, []string, er
 	if err != nil {
 		return nil, nil, err
 	}
-	// Flags may also follow the subcommand: memory-mcp exec -root DIR '{...}'.
-	if len(rest) > 0 && rest[0] == "exec" {
-		more, err := parseFlags(fs, rest[1:])
+	// Flags may also follow the subcommand: memory-mcp exec -root DIR '{...}'; the history
+	// subcommands have flags of their own.
+	if len(rest) > 0 && (rest[0] == "exec" || historyCommands[rest[0]]) {
+		sub := fs
+		if rest[0] != "exec" {
+			sub = c.sub.flags(rest[0])
+			fs.VisitAll(func(f *flag.Flag) { sub.Var(f.Value, f.Name, f.Usage) })
+		}
+		more, err := parseFlags(sub, rest[1:])
 		if err != nil {
 			return nil, nil, err
 		}
-		rest = append([]string{"exec"}, more...)
+		if sub != fs {
+			sub.Visit(func(f *flag.Flag) { fs.Set(f.Name, f.Value.String()) }) // marks it set
+		}
+		rest = append([]string{rest[0]}, more...)
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "root" {
@@ -227,12 +252,22 @@ func (c *config) validate(rest []string) error {
 		return usageError{"exec takes one argument: a memory_20250818 input as JSON, or - to read it from stdin"}
 	case rest[0] == "token" && len(rest) <= 2:
 		return nil
+	case historyCommands[rest[0]]:
+		if err := c.validateHistory(rest); err != nil {
+			return err
+		}
 	default:
-		return usageError{fmt.Sprintf("unknown command %q: the commands are exec and token", rest[0])}
+		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, token, log, show, diff, restore and redact", rest[0])}
+	}
+	switch {
+	case c.historyMaxAge < 0, c.historyMaxVersions < 0, c.historyMaxBytes < 0:
+		return usageError{"-history-max-age, -history-max-versions and -history-max-bytes must not be negative"}
+	case c.tenant != "" && (len(rest) == 0 || c.tenants == ""):
+		return usageError{"-tenant picks a tenant's memory for exec and the history subcommands, from -tenants FILE"}
 	}
 	if len(rest) > 0 {
-		if c.tenants != "" {
-			return usageError{"exec works on one memory: use -root to point it at a tenant's directory, not -tenants"}
+		if c.tenants != "" && c.tenant == "" {
+			return usageError{rest[0] + " works on one memory: give -tenant NAME with -tenants, or -root DIR"}
 		}
 		return nil
 	}
@@ -323,7 +358,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		where  string
 		expiry []server.ExpiryTarget
 	)
-	if specs == nil {
+	if len(rest) > 0 {
+		// A subcommand works on one memory: the server's, or the -tenant's.
+		sub, readOnly := "", rest[0] != "exec" && rest[0] != "restore" && rest[0] != "redact"
+		if c.tenant != "" {
+			i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
+			if i < 0 {
+				fmt.Fprintf(stderr, "memory-mcp: no tenant %q in %s\n", c.tenant, c.tenants)
+				return 2
+			}
+			sub, readOnly = specs[i].Dir, readOnly || specs[i].ReadOnly
+		}
+		var store *vfs.Store
+		h, store, _, err = open(sub, readOnly)
+		if err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
+			return 1
+		}
+		defer store.Close()
+		specs = nil
+	} else if specs == nil {
 		var store *vfs.Store
 		var err error
 		h, store, where, err = open("", false)
@@ -345,8 +399,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	expiryTargets := func() []server.ExpiryTarget { return append(expiry, ts.expiry()...) }
 
-	if len(rest) > 0 {
+	if len(rest) > 0 && rest[0] == "exec" {
 		return execOne(ctx, h, rest[1], stdin, stdout, stderr)
+	}
+	if len(rest) > 0 {
+		return runHistory(ctx, c, h, rest, stdout, stderr)
 	}
 	if c.expireAfter > 0 {
 		// The loop must be over before the deferred Closes above run, also when the server
@@ -457,7 +514,9 @@ func newLogger(c *config, stderr io.Writer) zerolog.Logger {
 // openStore opens the configured storage, or a tenant's directory sub in it, and says
 // where it is, for the log.
 func openStore(c *config, sub string, readOnly bool, getenv func(string) string) (*vfs.Store, string, error) {
-	var opts []vfs.Option
+	opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{
+		Off: !c.history, MaxAge: c.historyMaxAge, MaxVersions: c.historyMaxVersions, MaxBytes: c.historyMaxBytes,
+	})}
 	if readOnly {
 		opts = append(opts, vfs.ReadOnly())
 	}

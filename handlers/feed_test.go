@@ -259,7 +259,8 @@ func TestChangeFeedKeptAfterFailure(t *testing.T) {
 // Without a subscriber the batch still gives every change's kind, paths and sizes (the
 // audit line's sums), but no digests: nobody needs them, and a delete then reads nothing.
 func TestChangeFeedNoSubscriber(t *testing.T) {
-	store := vfs.NewMemoryStore()
+	// Without history either: then nothing needs the digests.
+	store := vfs.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true}))
 	h := handlers.New(store, handlers.DefaultLimits())
 	ctx := context.Background()
 	h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/d/a.md", "file_text": "abc"})

@@ -22,12 +22,19 @@ const tmpPrefix = bookkeepingPrefix + "-tmp-"
 // An Option changes how a store is opened.
 type Option func(*options)
 
-type options struct{ readOnly bool }
+type options struct {
+	readOnly bool
+	history  *HistoryConfig
+}
 
 // ReadOnly opens a store that refuses every change and writes nothing into the storage:
 // no lock file is created (an existing one is still used to stay out of writers' way), and
 // no access is recorded.
 func ReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// WithHistory sets how much history the store keeps (DefaultHistory unless given; Off keeps
+// none).
+func WithHistory(cfg HistoryConfig) Option { return func(o *options) { o.history = &cfg } }
 
 func collect(opts []Option) options {
 	var o options
@@ -57,8 +64,9 @@ type AferoStorage struct {
 	usage      int64 // bytes of all files at virtual paths; valid when usageKnown
 	usageKnown bool
 
-	access   *accessLog // nil unless TrackAccess was called
-	readOnly bool       // a change always fails; nothing is written, not even bookkeeping
+	access   *accessLog   // nil unless TrackAccess was called
+	readOnly bool         // a change always fails; nothing is written, not even bookkeeping
+	history  *fileHistory // nil when the store keeps no history
 }
 
 // ErrReadOnlyStore is returned when a change is asked of a store opened read-only.
@@ -66,7 +74,16 @@ var ErrReadOnlyStore = errors.New("vfs: the store is read-only")
 
 // NewAferoStorage returns the Storage over fsys, whose root directory is /memories.
 func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
-	return &AferoStorage{fs: fsys, lock: semaphore.NewWeighted(maxReaders), readOnly: collect(opts).readOnly}
+	o := collect(opts)
+	s := &AferoStorage{fs: fsys, lock: semaphore.NewWeighted(maxReaders), readOnly: o.readOnly}
+	cfg := DefaultHistory
+	if o.history != nil {
+		cfg = *o.history
+	}
+	if !cfg.Off {
+		s.history = &fileHistory{cfg: cfg}
+	}
+	return s
 }
 
 // maxReaders is the weight of a writer: more readers than this never run at once.
@@ -199,9 +216,10 @@ type aferoTx struct {
 	weight   int64
 	external bool
 	done     bool
-	changed  bool     // the generation was bumped for this transaction
-	journal  []string // access events to record when the transaction ends
-	compact  bool     // fold the access journal into the snapshot on commit
+	changed  bool       // the generation was bumped for this transaction
+	journal  []string   // access events to record when the transaction ends
+	compact  bool       // fold the access journal into the snapshot on commit
+	hist     *historyTx // the history as this transaction uses it, once asked for
 }
 
 // External reports whether another process changed the storage before this transaction.
@@ -223,6 +241,9 @@ func (tx *aferoTx) end(failed bool) error {
 	s := tx.s
 	if failed && tx.write {
 		s.setUsageUnknown()
+	}
+	if !failed && tx.hist != nil {
+		tx.hist.afterCommit() // under the exclusive lock still
 	}
 	full := tx.flushAccess()
 	s.fs.UnlockStorage()

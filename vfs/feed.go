@@ -62,6 +62,8 @@ type Batch struct {
 	Time    time.Time `json:"time"`
 	Actor   string    `json:"actor"`   // see WithActor
 	Command string    `json:"command"` // the command that made the changes
+	// Version is the transaction's number in the store's history (0 when it keeps none).
+	Version uint64 `json:"version,omitempty"`
 	// External marks changes another process made (one Changed entry for Root).
 	External bool `json:"external,omitempty"`
 	// Changes are shared by every subscriber and the caller of Apply: read them, never

@@ -68,6 +68,11 @@ type Txn interface {
 	// RemoveDir deletes the directory at p if it is empty (bookkeeping aside).
 	RemoveDir(ctx context.Context, p Path) error
 
+	// History returns the store's history as this transaction sees it, nil when the
+	// store keeps none. Its changes (Keep, Record, Settle, Redact) need a write
+	// transaction; they are part of the transaction, as the files' changes are.
+	History() History
+
 	// External reports whether another process changed the storage since this storage
 	// value's previous transaction (so what it knows may be stale).
 	External() bool

@@ -58,7 +58,7 @@ func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
 	if t.External() {
 		s.feed.external()
 	}
-	err = fn(&Tx{t: t, ctx: ctx})
+	err = fn(&Tx{t: t, ctx: ctx, hist: t.History()})
 	ended = true
 	if err != nil {
 		t.Rollback()
@@ -91,7 +91,9 @@ func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (
 	if t.External() {
 		s.feed.external()
 	}
-	tx := &Tx{t: t, ctx: ctx, write: true, digests: s.feed.n.Load() > 0}
+	tx := &Tx{t: t, ctx: ctx, write: true, hist: t.History(), actor: ActorOf(ctx), command: command}
+	// Digests are computed only when someone needs them: the history, or a subscriber.
+	tx.digests = tx.hist != nil || s.feed.n.Load() > 0
 	tx.changes = tx.first[:0]
 	if err := fn(tx); err != nil {
 		s.feed.mu.Lock()
@@ -99,13 +101,13 @@ func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (
 		committed = true
 		if errors.Is(t.Rollback(), ErrChangesKept) && len(tx.changes) > 0 {
 			// What the transaction changed before it failed stays: subscribers hear of it.
-			s.feed.publishLocked(&Batch{Actor: ActorOf(ctx), Command: command, Changes: tx.changes})
+			s.feed.publishLocked(&Batch{Actor: tx.actor, Command: command, Version: tx.version(), Changes: tx.changes})
 		}
 		return nil, err
 	}
 	if len(tx.changes) > 0 {
 		b = &tx.batch // part of tx, which is on the heap already: no allocation of its own
-		*b = Batch{Actor: ActorOf(ctx), Command: command, Changes: tx.changes}
+		*b = Batch{Actor: tx.actor, Command: command, Version: tx.version(), Changes: tx.changes}
 	}
 	// Subscribers get batches in the order of their commits: the next writer cannot commit
 	// before this batch is out, since it publishes under the same mutex (and a publication
@@ -150,6 +152,9 @@ type Tx struct {
 	first   [1]Change // most transactions change one file: no allocation for it
 	batch   Batch
 
+	hist           History // nil when the store keeps no history
+	actor, command string  // who and what makes the changes, for their versions
+
 	// The file this transaction read last, whose digest a change of it needs (str_replace
 	// and insert read the file they then write).
 	readPath string
@@ -193,14 +198,23 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.t.WriteFile(tx.ctx, p, data); err != nil {
-		return err
-	}
-	tx.readPath, tx.readData = "", nil
 	c := Change{Kind: Modified, Path: p.clean, SizeBefore: before.size, SHA256Before: before.sum, SizeAfter: int64(len(data))}
 	if tx.digests {
 		c.SHA256After = DigestOf(data)
 	}
+	if tx.hist != nil {
+		if err := tx.hist.Keep(tx.ctx, c.SHA256After, data); err != nil {
+			return err
+		}
+		v := Version{Kind: Modified, Path: p.clean, Size: c.SizeAfter, SHA256: c.SHA256After, PrevSize: before.size, Prev: before.sum}
+		if err := tx.record(v); err != nil {
+			return err
+		}
+	}
+	if err := tx.settle(tx.t.WriteFile(tx.ctx, p, data)); err != nil {
+		return err
+	}
+	tx.readPath, tx.readData = "", nil
 	tx.changes = append(tx.changes, c)
 	return nil
 }
@@ -208,15 +222,49 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 // CreateFile creates a new file at p with data as its content, creating missing parent
 // directories; it fails with fs.ErrExist if p exists, and never replaces anything.
 func (tx *Tx) CreateFile(p Path, data []byte) error {
-	if err := tx.t.CreateFile(tx.ctx, p, data); err != nil {
-		return err
-	}
 	c := Change{Kind: Created, Path: p.clean, SizeAfter: int64(len(data))}
 	if tx.digests {
 		c.SHA256After = DigestOf(data)
 	}
+	if tx.hist != nil {
+		if err := tx.hist.Keep(tx.ctx, c.SHA256After, data); err != nil {
+			return err
+		}
+		if err := tx.record(Version{Kind: Created, Path: p.clean, Size: c.SizeAfter, SHA256: c.SHA256After}); err != nil {
+			return err
+		}
+	}
+	if err := tx.settle(tx.t.CreateFile(tx.ctx, p, data)); err != nil {
+		return err
+	}
 	tx.changes = append(tx.changes, c)
 	return nil
+}
+
+// record announces to the history the versions the next operation makes.
+func (tx *Tx) record(vs ...Version) error {
+	for i := range vs {
+		vs[i].Actor, vs[i].Command = tx.actor, tx.command
+	}
+	return tx.hist.Record(tx.ctx, vs)
+}
+
+// settle tells the history how the operation it was told of ended, and returns the
+// operation's error. (A failure to write that down is no failure of the operation: the next
+// transaction checks an unsettled operation against the files.)
+func (tx *Tx) settle(opErr error) error {
+	if tx.hist != nil {
+		tx.hist.Settle(tx.ctx, opErr == nil)
+	}
+	return opErr
+}
+
+// version returns the transaction's version number in the history (0 if none).
+func (tx *Tx) version() uint64 {
+	if tx.hist == nil {
+		return 0
+	}
+	return tx.hist.Seq()
 }
 
 // RemoveAll deletes the file or directory at p with everything below it.
@@ -225,7 +273,16 @@ func (tx *Tx) RemoveAll(p Path) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.t.RemoveAll(tx.ctx, p); err != nil {
+	if tx.hist != nil && len(files) > 0 {
+		vs := make([]Version, len(files))
+		for i, f := range files {
+			vs[i] = Version{Kind: Deleted, Path: f.path, PrevSize: f.size, Prev: f.sum}
+		}
+		if err := tx.record(vs...); err != nil {
+			return err
+		}
+	}
+	if err := tx.settle(tx.t.RemoveAll(tx.ctx, p)); err != nil {
 		return err
 	}
 	for _, f := range files {
@@ -242,7 +299,17 @@ func (tx *Tx) Rename(oldp, newp Path) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.t.Rename(tx.ctx, oldp, newp); err != nil {
+	if tx.hist != nil && len(files) > 0 {
+		vs := make([]Version, len(files))
+		for i, f := range files {
+			vs[i] = Version{Kind: Moved, Path: f.path, NewPath: newp.clean + f.path[len(oldp.clean):],
+				Size: f.size, SHA256: f.sum, PrevSize: f.size, Prev: f.sum}
+		}
+		if err := tx.record(vs...); err != nil {
+			return err
+		}
+	}
+	if err := tx.settle(tx.t.Rename(tx.ctx, oldp, newp)); err != nil {
 		return err
 	}
 	for _, f := range files {
@@ -271,12 +338,20 @@ func (tx *Tx) state(p Path) (fileState, error) {
 		if tx.digests {
 			f.sum = DigestOf(tx.readData)
 		}
+		if tx.hist != nil {
+			// The content before the change must be restorable: usually the history
+			// has it already (as the previous version's), else it is kept now.
+			return f, tx.hist.Keep(tx.ctx, f.sum, tx.readData)
+		}
 	case tx.digests:
 		data, err := tx.t.ReadFile(tx.ctx, p)
 		if err != nil {
 			return f, err
 		}
 		f.size, f.sum = int64(len(data)), DigestOf(data)
+		if tx.hist != nil {
+			return f, tx.hist.Keep(tx.ctx, f.sum, data)
+		}
 	default:
 		e, err := tx.t.Stat(tx.ctx, p)
 		if err != nil {
@@ -455,3 +530,33 @@ func (f *feed) publishLocked(b *Batch) {
 		}
 	}
 }
+
+// Versions returns every version in the store's history, oldest first (ErrNoHistory when
+// the store keeps none).
+func (tx *Tx) Versions() ([]Version, error) {
+	if tx.hist == nil {
+		return nil, ErrNoHistory
+	}
+	return tx.hist.Versions(tx.ctx)
+}
+
+// Content returns a content the history keeps, by digest (ErrNoContent when it was pruned or
+// redacted).
+func (tx *Tx) Content(d Digest) ([]byte, error) {
+	if tx.hist == nil {
+		return nil, ErrNoHistory
+	}
+	return tx.hist.Content(tx.ctx, d)
+}
+
+// Redact purges a content from the history, marking the versions that named it as redacted
+// by the transaction's actor; it returns how many versions it marked.
+func (tx *Tx) Redact(d Digest) (int, error) {
+	if tx.hist == nil {
+		return 0, ErrNoHistory
+	}
+	return tx.hist.Redact(tx.ctx, d, Redaction{By: tx.actor, Time: time.Now().UTC()})
+}
+
+// RemoveDir deletes the directory at p if it is empty.
+func (tx *Tx) RemoveDir(p Path) error { return tx.t.RemoveDir(tx.ctx, p) }

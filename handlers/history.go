@@ -1,0 +1,454 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// The history operations are for people (the command line, the web page), not the model:
+// their errors are Go errors whose text says what to do, and they take the actor from ctx
+// (vfs.WithActor), so a restore made on the web page is recorded as such.
+
+// HistoryError is a refusal of a history operation, worded for the person who asked.
+type HistoryError struct{ Msg string }
+
+func (e *HistoryError) Error() string { return e.Msg }
+
+func refuse(format string, a ...any) error { return &HistoryError{Msg: fmt.Sprintf(format, a...)} }
+
+// LogQuery selects versions.
+type LogQuery struct {
+	// Path limits the log to one file, following it back through renames, or to the files
+	// below a directory ("" or /memories: every file).
+	Path string
+	// Since and Until bound the versions' times (zero: no bound).
+	Since, Until time.Time
+	// Actor keeps only the versions made by this actor ("": all).
+	Actor string
+	// N keeps the newest N versions (0: all).
+	N int
+}
+
+// Log returns the versions q selects, newest first.
+func (h *Handlers) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
+	dir := vfs.Root
+	if q.Path != "" {
+		p, err := resolveArg(q.Path)
+		if err != nil {
+			return nil, err
+		}
+		dir = p.String()
+	}
+	var out []vfs.Version
+	err := h.history(ctx, func(tx *vfs.Tx, vs []vfs.Version) error {
+		name := dir // the file's name as the walk back through its renames finds it
+		for i := len(vs) - 1; i >= 0 && (q.N <= 0 || len(out) < q.N); i-- {
+			v := vs[i]
+			if !v.Touches(name) && !v.Under(dir) {
+				continue
+			}
+			if v.Kind == vfs.Moved && v.NewPath == name {
+				name = v.Path // older versions are under the old name
+			}
+			switch {
+			case !q.Since.IsZero() && v.Time.Before(q.Since),
+				!q.Until.IsZero() && v.Time.After(q.Until),
+				q.Actor != "" && v.Actor != q.Actor:
+				continue
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Show returns the content of the file at path as it was after version seq.
+func (h *Handlers) Show(ctx context.Context, path string, seq uint64) ([]byte, error) {
+	p, err := resolveArg(path)
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	err = h.history(ctx, func(tx *vfs.Tx, vs []vfs.Version) error {
+		if err := checkSeq(vs, seq); err != nil {
+			return err
+		}
+		st, known := vfs.StateAt(vs, p.String(), seq)
+		if !known {
+			return refuse("the history has no version of %s (see memory-mcp log)", p)
+		}
+		data, err = content(tx, st, p.String(), seq)
+		return err
+	})
+	return data, err
+}
+
+// content returns the content of a file state, or a refusal saying why there is none.
+func content(tx *vfs.Tx, st vfs.FileState, p string, seq uint64) ([]byte, error) {
+	switch {
+	case !st.Exists:
+		return nil, refuse("%s did not exist after version %d", p, seq)
+	case st.Redacted:
+		return nil, refuse("the content of %s after version %d was redacted", p, seq)
+	}
+	data, err := tx.Content(st.SHA256)
+	if errors.Is(err, vfs.ErrNoContent) {
+		return nil, refuse("the content of %s after version %d is no longer kept (pruned or redacted)", p, seq)
+	}
+	return data, err
+}
+
+// Diff returns a unified diff of the file at path: with no seqs, of its last change; with
+// one, of the change version seqs[0] made to it; with two, between its states after those
+// versions. It is empty when the contents are equal.
+func (h *Handlers) Diff(ctx context.Context, path string, seqs ...uint64) (string, error) {
+	p, err := resolveArg(path)
+	if err != nil {
+		return "", err
+	}
+	if len(seqs) > 2 {
+		return "", refuse("diff takes a path and at most two version numbers")
+	}
+	var out string
+	err = h.history(ctx, func(tx *vfs.Tx, vs []vfs.Version) error {
+		for _, seq := range seqs {
+			if err := checkSeq(vs, seq); err != nil {
+				return err
+			}
+		}
+		type side struct {
+			label string
+			st    vfs.FileState
+			seq   uint64
+			path  string
+		}
+		var a, b side
+		if len(seqs) == 2 {
+			a = side{fmt.Sprintf("%s@%d", p, seqs[0]), state(vs, p.String(), seqs[0]), seqs[0], p.String()}
+			b = side{fmt.Sprintf("%s@%d", p, seqs[1]), state(vs, p.String(), seqs[1]), seqs[1], p.String()}
+		} else {
+			i := slices.IndexFunc(vs, func(v vfs.Version) bool {
+				return v.Touches(p.String()) && (len(seqs) == 0 || v.Seq == seqs[0])
+			})
+			for j := len(vs) - 1; len(seqs) == 0 && j >= 0; j-- {
+				if vs[j].Touches(p.String()) {
+					i = j
+					break
+				}
+			}
+			if i < 0 && len(seqs) == 0 {
+				return refuse("the history has no version of %s (see memory-mcp log)", p)
+			}
+			if i < 0 {
+				return refuse("version %d did not change %s: to compare two versions, give both numbers", seqs[0], p)
+			}
+			v := vs[i]
+			to := v.Path
+			if v.NewPath != "" {
+				to = v.NewPath
+			}
+			a = side{fmt.Sprintf("%s@%d", v.Path, v.Seq-1), v.Before(v.Path), v.Seq - 1, v.Path}
+			b = side{fmt.Sprintf("%s@%d", to, v.Seq), v.After(to), v.Seq, to}
+		}
+		var texts [2]string
+		for i, s := range []side{a, b} {
+			if !s.st.Exists {
+				continue // an absent file diffs as empty
+			}
+			data, err := content(tx, s.st, s.path, s.seq)
+			if err != nil {
+				return err
+			}
+			texts[i] = string(data)
+		}
+		out = udiff.Unified(a.label, b.label, texts[0], texts[1])
+		return nil
+	})
+	return out, err
+}
+
+// state is StateAt, with a file no version touched taken as absent.
+func state(vs []vfs.Version, p string, seq uint64) vfs.FileState {
+	st, _ := vfs.StateAt(vs, p, seq)
+	return st
+}
+
+// Restored says what a restore did.
+type Restored struct {
+	Version                    uint64 // the restore's own version (0 if nothing differed)
+	Created, Modified, Deleted []string
+}
+
+// Restore makes the file or directory at path as it was after version seq: every file
+// below it that a later version changed gets the content it had then, or is deleted if it
+// did not exist; files that did not differ are not touched. The restore is itself a new
+// version (command "restore"), so it can be undone the same way. It respects the size
+// limits: a restore that would break one changes nothing.
+func (h *Handlers) Restore(ctx context.Context, path string, seq uint64) (Restored, error) {
+	return h.restore(ctx, path, func(vs []vfs.Version) (uint64, error) { return seq, checkSeq(vs, seq) })
+}
+
+// RestoreAt is Restore to the state at time t: after the last version at or before t.
+func (h *Handlers) RestoreAt(ctx context.Context, path string, t time.Time) (Restored, error) {
+	return h.restore(ctx, path, func(vs []vfs.Version) (uint64, error) { return vfs.SeqAt(vs, t), nil })
+}
+
+func (h *Handlers) restore(ctx context.Context, path string, target func([]vfs.Version) (uint64, error)) (Restored, error) {
+	var res Restored
+	if h.readOnly {
+		return res, refuse("the memory store is read-only: nothing can be restored")
+	}
+	p, err := resolveArg(path)
+	if err != nil {
+		return res, err
+	}
+	batch, err := h.store.Apply(ctx, "restore", func(tx *vfs.Tx) error {
+		res = Restored{}
+		vs, err := tx.Versions()
+		if err != nil {
+			return noHistory(err)
+		}
+		seq, err := target(vs)
+		if err != nil {
+			return err
+		}
+		want := vfs.ChangedSince(vs, p.String(), seq)
+		paths := make([]string, 0, len(want))
+		for q := range want {
+			paths = append(paths, q)
+		}
+		slices.Sort(paths)
+		type step struct {
+			p    vfs.Path
+			data []byte
+			old  int64 // size now (0: absent)
+			now  bool  // exists now
+		}
+		var deletes, writes []step
+		var usage int64
+		for _, q := range paths {
+			vp := vfs.MustResolve(q)
+			w := want[q]
+			cur, err := tx.Stat(vp)
+			exists := err == nil
+			if err != nil && !vfs.IsNotExist(err) {
+				return err
+			}
+			if exists && !cur.IsRegular() {
+				if !w.Exists && cur.IsDir() {
+					continue // a directory now where a file was deleted: its files are listed too
+				}
+				return refuse("%s is not a regular file now: move it away, then restore", q)
+			}
+			var data []byte
+			if exists {
+				if data, err = tx.ReadFile(vp); err != nil {
+					return err
+				}
+			}
+			switch {
+			case !w.Exists && exists:
+				deletes = append(deletes, step{p: vp, old: int64(len(data)), now: true})
+			case w.Exists && exists && !w.Redacted && vfs.DigestOf(data) == w.SHA256:
+				// Already as it was: not touched.
+			case w.Exists:
+				old, err := content(tx, w, q, seq)
+				if err != nil {
+					return err
+				}
+				if int64(len(old)) > h.limits.MaxFileBytes && len(old) > len(data) {
+					return refuse("%s would be %d bytes, over the limit of %d bytes per memory file", q, len(old), h.limits.MaxFileBytes)
+				}
+				if !exists {
+					// A file where one of its directories must be is in the way, unless
+					// the restore deletes it.
+					blocker, err := fileAncestor(tx, vp)
+					if err != nil {
+						return err
+					}
+					if w, listed := want[blocker]; blocker != "" && !(listed && !w.Exists) {
+						return refuse("%s cannot be restored: %s is a file now, where its directory was", q, blocker)
+					}
+				}
+				writes = append(writes, step{p: vp, data: old, old: int64(len(data)), now: exists})
+			}
+		}
+		if len(deletes)+len(writes) == 0 {
+			return nil
+		}
+		if usage, err = tx.Usage(); err != nil {
+			return err
+		}
+		total := usage
+		for _, s := range deletes {
+			total -= s.old
+		}
+		for _, s := range writes {
+			total += int64(len(s.data)) - s.old
+		}
+		if total > h.limits.MaxStoreBytes && total > usage {
+			return refuse("the restore would bring the memory store to %d bytes, over its limit of %d bytes", total, h.limits.MaxStoreBytes)
+		}
+		for _, s := range deletes {
+			if err := tx.RemoveAll(s.p); err != nil {
+				return err
+			}
+			res.Deleted = append(res.Deleted, s.p.String())
+			// Directories the deletes leave empty go too (not the restored one itself).
+			for d := s.p.Parent(); !d.IsRoot() && d != p && p.Contains(d); d = d.Parent() {
+				if entries, err := tx.List(d); err != nil || len(entries) > 0 || tx.RemoveDir(d) != nil {
+					break
+				}
+			}
+		}
+		for _, s := range writes {
+			if s.now {
+				err = tx.WriteFile(s.p, s.data)
+				res.Modified = append(res.Modified, s.p.String())
+			} else {
+				err = tx.CreateFile(s.p, s.data)
+				res.Created = append(res.Created, s.p.String())
+			}
+			if vfs.IsExist(err) {
+				return refuse("%s cannot be restored: something else is in its place now", s.p)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if batch != nil {
+		res.Version = batch.Version
+	}
+	return res, err
+}
+
+// Redact purges the content that version seq gave the file at path from the history: the
+// version stays, marked redacted (by the actor of ctx, now), and so does every version that
+// had the same content. It refuses while a file still holds that content: change or
+// delete the file first. It returns how many versions it marked.
+func (h *Handlers) Redact(ctx context.Context, path string, seq uint64) (int, error) {
+	if h.readOnly {
+		return 0, refuse("the memory store is read-only: nothing can be redacted")
+	}
+	p, err := resolveArg(path)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	_, err = h.store.Apply(ctx, "redact", func(tx *vfs.Tx) error {
+		vs, err := tx.Versions()
+		if err != nil {
+			return noHistory(err)
+		}
+		i := slices.IndexFunc(vs, func(v vfs.Version) bool { return v.Seq == seq && v.Touches(p.String()) })
+		if i < 0 {
+			return refuse("version %d did not change %s (see memory-mcp log %s)", seq, p, p)
+		}
+		v := vs[i]
+		st := v.After(p.String())
+		if v.Kind == vfs.Moved && v.Path == p.String() {
+			st = v.After(v.NewPath)
+		}
+		switch {
+		case !st.Exists:
+			return refuse("version %d deleted %s: it has no content; redact the version that wrote the content", seq, p)
+		case st.Redacted:
+			return refuse("version %d of %s is redacted already", seq, p)
+		}
+		// The files that, as far as the history knows, hold the content now.
+		holders := map[string]bool{}
+		for _, v := range vs {
+			for _, q := range []string{v.Path, v.NewPath} {
+				if q != "" && v.Touches(q) {
+					holders[q] = v.After(q).Exists && v.After(q).SHA256 == st.SHA256
+				}
+			}
+		}
+		for q, holds := range holders {
+			if !holds {
+				continue
+			}
+			data, err := tx.ReadFile(vfs.MustResolve(q))
+			if err == nil && vfs.DigestOf(data) == st.SHA256 {
+				return refuse("%s still holds this content: change or delete it first, then redact", q)
+			}
+		}
+		n, err = tx.Redact(st.SHA256)
+		return err
+	})
+	return n, err
+}
+
+// fileAncestor returns the virtual path of the ancestor of p that is a file, or "".
+func fileAncestor(tx *vfs.Tx, p vfs.Path) (string, error) {
+	for q := p.Parent(); !q.IsRoot(); q = q.Parent() {
+		e, err := tx.Stat(q)
+		if vfs.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if !e.IsDir() && !e.IsLink() {
+			return q.String(), nil
+		}
+		return "", nil // the nearest existing ancestor is a directory
+	}
+	return "", nil
+}
+
+// history runs fn with the versions, oldest first, in a read transaction.
+func (h *Handlers) history(ctx context.Context, fn func(tx *vfs.Tx, vs []vfs.Version) error) error {
+	return h.store.View(ctx, func(tx *vfs.Tx) error {
+		vs, err := tx.Versions()
+		if err != nil {
+			return noHistory(err)
+		}
+		return fn(tx, vs)
+	})
+}
+
+func noHistory(err error) error {
+	if errors.Is(err, vfs.ErrNoHistory) {
+		return refuse("this memory store keeps no history (it was opened with -history=false)")
+	}
+	return err
+}
+
+// checkSeq refuses a version number the history does not have.
+func checkSeq(vs []vfs.Version, seq uint64) error {
+	last := uint64(0)
+	if len(vs) > 0 {
+		last = vs[len(vs)-1].Seq
+	}
+	if seq == 0 || seq > last {
+		if last == 0 {
+			return refuse("there is no version %d: the history is empty", seq)
+		}
+		return refuse("there is no version %d: the versions go up to %d", seq, last)
+	}
+	return nil
+}
+
+// resolveArg validates a virtual path given by a person.
+func resolveArg(path string) (vfs.Path, error) {
+	p, err := vfs.Resolve(path)
+	if err != nil {
+		if !strings.HasPrefix(path, vfs.Root) {
+			return p, refuse("%q is not a memory path: paths start with %s", path, vfs.Root)
+		}
+		return p, refuse("%q is not a valid memory path", path)
+	}
+	return p, nil
+}

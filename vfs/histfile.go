@@ -1,0 +1,650 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/spf13/afero"
+)
+
+// The history of the afero backends lives in the storage as bookkeeping (no virtual path
+// reaches it): in the directory itself on the os backend, in the upper layer of an overlay,
+// in memory for the memory backend.
+//
+//   - historyObjects holds each distinct content once, in a file named by its SHA-256,
+//     written atomically and flushed before any version names it.
+//   - historyLogName is the versions, one JSON object per line. Before an operation changes
+//     the files, its versions are appended as one group ({"g":G,"v":{…}} lines) and the
+//     log is flushed; after the operation, a line {"settle":G} says they stand (or, after a
+//     failure, {"settle":G,"partial":true,"only":[…]} lists those the files show). A group
+//     a crash left without its settle line is checked against the files by the next
+//     transaction, which settles it. So the files never show a change whose version is
+//     missing, and a version never names a change that did not happen.
+//   - The first line, {"history":1,"epoch":"…"}, names this copy of the log: pruning and
+//     redaction rewrite the log whole (atomically) under a new epoch, which tells other
+//     processes to read it again from the start rather than from where they stopped.
+const (
+	historyDir     = bookkeepingPrefix + "-history"
+	historyLogName = historyDir + "/log"
+	historyObjects = historyDir + "/objects"
+	historyFormat  = 1
+	// pruneEvery is how many versions are appended between two pruning passes, and
+	// pruneInterval how long at most passes are apart while the store changes.
+	pruneEvery    = 1000
+	pruneInterval = time.Hour
+)
+
+// logLine is one line of the log.
+type logLine struct {
+	History int      `json:"history,omitempty"`
+	Epoch   string   `json:"epoch,omitempty"`
+	G       uint64   `json:"g,omitempty"`
+	V       *Version `json:"v,omitempty"`
+	Settle  uint64   `json:"settle,omitempty"`
+	Partial bool     `json:"partial,omitempty"`
+	Only    []int    `json:"only,omitempty"`
+}
+
+// fileHistory is what an AferoStorage knows of its history between write transactions,
+// which run one at a time (so it needs no lock of its own).
+type fileHistory struct {
+	cfg HistoryConfig
+
+	loaded    bool
+	epoch     string
+	offset    int64 // bytes of the log read so far: up to the end of its last whole line
+	lastSeq   uint64
+	lastGroup uint64
+	sizes     map[Digest]int64 // contents the versions name (kept in historyObjects) → size
+	bytes     int64            // their total
+	dirsMade  bool
+	appended  int // versions appended since the last pruning pass
+	lastPrune time.Time
+}
+
+func (h *fileHistory) reset() {
+	*h = fileHistory{cfg: h.cfg, dirsMade: h.dirsMade, lastPrune: h.lastPrune, appended: h.appended}
+	h.sizes = map[Digest]int64{}
+}
+
+// fold adds settled versions to what h knows.
+func (h *fileHistory) fold(vs []Version) {
+	for i := range vs {
+		v := &vs[i]
+		for _, c := range []struct {
+			sum  Digest
+			size int64
+		}{{v.SHA256, v.Size}, {v.Prev, v.PrevSize}} {
+			if _, ok := h.sizes[c.sum]; !ok && !c.sum.IsZero() {
+				h.sizes[c.sum] = c.size
+				h.bytes += c.size
+			}
+		}
+	}
+}
+
+// History returns the transaction's access to the store's history (nil when it keeps none).
+func (tx *aferoTx) History() History {
+	if tx.s.history == nil {
+		return nil
+	}
+	if tx.hist == nil {
+		tx.hist = &historyTx{tx: tx}
+	}
+	return tx.hist
+}
+
+// historyTx is the history as one transaction of an AferoStorage uses it.
+type historyTx struct {
+	tx      *aferoTx
+	seq     uint64
+	time    time.Time
+	group   []Version // announced by Record, until Settle
+	groupID uint64
+	wrote   bool // something was appended: pruning may be due at commit
+}
+
+func (ht *historyTx) Seq() uint64 { return ht.seq }
+
+func (ht *historyTx) fs() FS { return ht.tx.s.fs }
+
+// writer returns the storage's history state for a change, loaded and current, or an error
+// in a read transaction.
+func (ht *historyTx) writer() (*fileHistory, error) {
+	if !ht.tx.write {
+		return nil, ErrReadOnlyTx
+	}
+	if err := ht.tx.beforeChange(); err != nil {
+		return nil, err
+	}
+	h := ht.tx.s.history
+	if h.loaded && !ht.tx.external {
+		return h, nil
+	}
+	if err := ht.load(h); err != nil {
+		h.loaded = false
+		return nil, err
+	}
+	return h, nil
+}
+
+// load reads what the log holds beyond what h knows (all of it, the first time or after a
+// rewrite), drops a torn last line, and settles a group a crash left open.
+func (ht *historyTx) load(h *fileHistory) error {
+	data, err := readAll(ht.fs(), historyLogName)
+	if errors.Is(err, fs.ErrNotExist) {
+		h.reset()
+		h.loaded = true
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var s logScan
+	s.scan(data, 0, true)
+	if !h.loaded || s.epoch != h.epoch || int64(len(data)) < h.offset {
+		h.reset()
+		h.epoch = s.epoch
+		s = logScan{}
+		s.scan(data, 0, false)
+	} else {
+		s = logScan{epoch: h.epoch, lastSeq: h.lastSeq, lastGroup: h.lastGroup}
+		s.scan(data[h.offset:], h.offset, false)
+	}
+	h.offset, h.lastSeq, h.lastGroup = s.end, s.lastSeq, s.lastGroup
+	h.fold(s.versions)
+	if s.end < int64(len(data)) {
+		// A torn last line (a crash during an append): cut it off before appending more.
+		if err := truncate(ht.fs(), historyLogName, s.end); err != nil {
+			return err
+		}
+	}
+	if len(s.pending) > 0 {
+		only := ht.shown(s.pending)
+		if err := ht.appendLines(h, false, logLine{Settle: s.pendingG, Partial: len(only) < len(s.pending), Only: only}); err != nil {
+			return err
+		}
+		kept := make([]Version, 0, len(only))
+		for _, i := range only {
+			kept = append(kept, s.pending[i])
+		}
+		h.fold(kept)
+	}
+	h.loaded = true
+	return nil
+}
+
+// logScan is what a scan of the log found.
+type logScan struct {
+	epoch     string
+	versions  []Version // settled, oldest first
+	pending   []Version // a group without its settle line, at the end
+	pendingG  uint64
+	lastSeq   uint64
+	lastGroup uint64
+	end       int64 // offset just past the last whole line
+}
+
+// scan reads the lines of data (which starts at offset base in the log); with headerOnly it
+// stops after the first line.
+func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
+	s.end = base
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return // torn
+		}
+		line := data[:i]
+		data = data[i+1:]
+		s.end += int64(i + 1)
+		var l logLine
+		if json.Unmarshal(line, &l) != nil {
+			continue // unreadable (never written by this code): skipped
+		}
+		switch {
+		case l.History != 0:
+			s.epoch = l.Epoch
+			if headerOnly {
+				return
+			}
+		case l.V != nil:
+			if len(s.pending) > 0 && l.G != s.pendingG {
+				// A group whose settle line is missing although others follow: its
+				// settle line failed to be written after the operation succeeded.
+				s.versions = append(s.versions, s.pending...)
+				s.pending = nil
+			}
+			s.pending, s.pendingG = append(s.pending, *l.V), l.G
+			s.lastSeq = max(s.lastSeq, l.V.Seq)
+			s.lastGroup = max(s.lastGroup, l.G)
+		case l.Settle != 0:
+			if l.Settle == s.pendingG {
+				if l.Partial {
+					for _, i := range l.Only {
+						if i >= 0 && i < len(s.pending) {
+							s.versions = append(s.versions, s.pending[i])
+						}
+					}
+				} else {
+					s.versions = append(s.versions, s.pending...)
+				}
+			}
+			s.pending, s.pendingG = nil, 0
+			s.lastGroup = max(s.lastGroup, l.Settle)
+		}
+	}
+}
+
+// shown returns the indexes of the versions whose effect the files show.
+func (ht *historyTx) shown(vs []Version) []int {
+	only := []int{}
+	for i, v := range vs {
+		if ht.shows(v) {
+			only = append(only, i)
+		}
+	}
+	return only
+}
+
+func (ht *historyTx) shows(v Version) bool {
+	switch v.Kind {
+	case Created, Modified:
+		return ht.holds(v.Path, v.SHA256)
+	case Deleted:
+		return !ht.exists(v.Path)
+	case Moved:
+		return !ht.exists(v.Path) && ht.holds(v.NewPath, v.SHA256)
+	}
+	return false
+}
+
+func (ht *historyTx) exists(p string) bool {
+	_, _, err := ht.fs().LstatIfPossible(Path{clean: p}.Name())
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+func (ht *historyTx) holds(p string, d Digest) bool {
+	data, err := readAll(ht.fs(), Path{clean: p}.Name())
+	return err == nil && DigestOf(data) == d
+}
+
+// appendLines appends lines to the log (creating it with its header), flushing it with
+// sync. A failure leaves h to be loaded again, which cuts off a torn line.
+func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (err error) {
+	defer func() {
+		if err != nil {
+			h.loaded = false
+		}
+	}()
+	if err := ht.makeDirs(h); err != nil {
+		return err
+	}
+	open := func() (afero.File, error) {
+		return ht.fs().OpenFile(historyLogName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	}
+	f, err := open()
+	if errors.Is(err, fs.ErrNotExist) {
+		// The history's directory went away (with the storage directory, which was then
+		// made again): the history starts anew.
+		h.dirsMade = false
+		if err = ht.makeDirs(h); err == nil {
+			f, err = open()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if fi.Size() == 0 {
+		h.offset, h.epoch = 0, newEpoch()
+		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch}}, lines...)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for i := range lines {
+		if err := enc.Encode(&lines[i]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	_, err = f.Write(buf.Bytes())
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if h.offset == 0 {
+		// A new log: its directory entry must last too.
+		if err := ht.fs().SyncDir(historyDir); err != nil {
+			return err
+		}
+	}
+	h.offset += int64(buf.Len())
+	ht.wrote = true
+	return nil
+}
+
+func newEpoch() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// makeDirs creates the history's directories the first time, flushing their parents.
+func (ht *historyTx) makeDirs(h *fileHistory) error {
+	if h.dirsMade {
+		return nil
+	}
+	fsys := ht.fs()
+	if _, err := fsys.Stat(historyObjects); err != nil {
+		if err := fsys.MkdirAll(historyObjects, 0o700); err != nil {
+			return err
+		}
+		for _, dir := range []string{historyDir, ""} {
+			if err := fsys.SyncDir(dir); err != nil {
+				return err
+			}
+		}
+	}
+	h.dirsMade = true
+	return nil
+}
+
+func objectName(d Digest) string { return historyObjects + "/" + d.String() }
+
+// Keep stores content under its digest unless it is there already.
+func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h, err := ht.writer()
+	if err != nil {
+		return err
+	}
+	if _, ok := h.sizes[d]; ok {
+		return nil
+	}
+	if _, err := ht.fs().Stat(objectName(d)); err == nil {
+		return nil
+	}
+	write := func() error {
+		if err := ht.makeDirs(h); err != nil {
+			return err
+		}
+		return ht.fs().WriteFileAtomic(objectName(d), data, true)
+	}
+	err = write()
+	if errors.Is(err, fs.ErrNotExist) {
+		h.dirsMade = false // the history's directory went away: make it again
+		err = write()
+	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// Record appends the versions of the next operation and flushes the log.
+func (ht *historyTx) Record(ctx context.Context, vs []Version) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(ht.group) > 0 {
+		return errors.New("vfs: history: Record before the previous operation was settled")
+	}
+	h, err := ht.writer()
+	if err != nil {
+		return err
+	}
+	if ht.seq == 0 {
+		ht.seq, ht.time = h.lastSeq+1, h.cfg.now().UTC()
+	}
+	h.lastGroup++
+	ht.groupID = h.lastGroup
+	lines := make([]logLine, len(vs))
+	for i := range vs {
+		vs[i].Seq, vs[i].Time = ht.seq, ht.time
+		lines[i] = logLine{G: ht.groupID, V: &vs[i]}
+	}
+	if err := ht.appendLines(h, true, lines...); err != nil {
+		return err
+	}
+	h.lastSeq = ht.seq
+	ht.group = vs
+	return nil
+}
+
+// Settle ends the operation announced by Record.
+func (ht *historyTx) Settle(ctx context.Context, ok bool) error {
+	if len(ht.group) == 0 {
+		return nil
+	}
+	h := ht.tx.s.history
+	vs := ht.group
+	ht.group = nil
+	line := logLine{Settle: ht.groupID}
+	if !ok {
+		line.Only = ht.shown(vs)
+		line.Partial = len(line.Only) < len(vs)
+		kept := make([]Version, 0, len(line.Only))
+		for _, i := range line.Only {
+			kept = append(kept, vs[i])
+		}
+		vs = kept
+	}
+	// Not flushed: should the line be lost, the group is checked against the files.
+	if err := ht.appendLines(h, false, line); err != nil {
+		return err
+	}
+	h.fold(vs)
+	h.appended += len(vs)
+	return nil
+}
+
+// Versions returns the history's versions, oldest first. A group a crash left open is
+// checked against the files (and settled by the next change).
+func (ht *historyTx) Versions(ctx context.Context) ([]Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(ht.group) > 0 {
+		return nil, errors.New("vfs: history: Versions while an operation is being recorded")
+	}
+	data, err := readAll(ht.fs(), historyLogName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s logScan
+	s.scan(data, 0, false)
+	for _, i := range ht.shown(s.pending) {
+		s.versions = append(s.versions, s.pending[i])
+	}
+	return s.versions, nil
+}
+
+// Content returns the content with digest d, checked against it.
+func (ht *historyTx) Content(ctx context.Context, d Digest) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if d.IsZero() {
+		return nil, ErrNoContent
+	}
+	data, err := readAll(ht.fs(), objectName(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNoContent
+	}
+	if err != nil {
+		return nil, err
+	}
+	if DigestOf(data) != d {
+		return nil, errors.New("vfs: history: a kept content does not match its digest")
+	}
+	return data, nil
+}
+
+// Redact purges the content with digest d and marks the versions that named it.
+func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (int, error) {
+	h, err := ht.writer()
+	if err != nil {
+		return 0, err
+	}
+	vs, err := ht.Versions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, found := 0, false
+	for i := range vs {
+		v := &vs[i]
+		if v.SHA256 == d {
+			v.SHA256, v.Redacted, n = Digest{}, &r, n+1
+		}
+		if v.Prev == d {
+			v.Prev, v.PrevRedacted, found = Digest{}, true, true
+		}
+	}
+	if n == 0 && !found {
+		return 0, ErrNoContent
+	}
+	if err := ht.rewrite(h, vs); err != nil {
+		return 0, err
+	}
+	if err := ht.fs().Remove(objectName(d)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return n, err
+	}
+	return n, ht.fs().SyncDir(historyObjects)
+}
+
+// rewrite replaces the log, atomically, with one holding vs under a new epoch.
+func (ht *historyTx) rewrite(h *fileHistory, vs []Version) error {
+	if err := ht.makeDirs(h); err != nil {
+		return err
+	}
+	h.loaded = false // whatever happens, read the log again
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	g := h.lastGroup + 1
+	lines := []logLine{{History: historyFormat, Epoch: newEpoch()}}
+	for i := range vs {
+		lines = append(lines, logLine{G: g, V: &vs[i]})
+	}
+	lines = append(lines, logLine{Settle: g})
+	for i := range lines {
+		if err := enc.Encode(&lines[i]); err != nil {
+			return err
+		}
+	}
+	if err := ht.fs().WriteFileAtomic(historyLogName, buf.Bytes(), false); err != nil {
+		return err
+	}
+	ht.wrote = true
+	return nil
+}
+
+// afterCommit prunes the history when a pass is due: every pruneEvery versions, every
+// pruneInterval, at the first change in the process, and while over the byte budget.
+// Failing to prune is no failure of the change: the next pass tries again.
+func (ht *historyTx) afterCommit() {
+	h := ht.tx.s.history
+	if !ht.wrote || !h.loaded {
+		return
+	}
+	now := h.cfg.now()
+	due := h.lastPrune.IsZero() || h.appended >= pruneEvery || now.Sub(h.lastPrune) >= pruneInterval ||
+		h.cfg.MaxBytes > 0 && h.bytes > h.cfg.MaxBytes && h.appended >= pruneEvery/100
+	if !due {
+		return
+	}
+	h.lastPrune, h.appended = now, 0
+	ctx := context.Background()
+	vs, err := ht.Versions(ctx)
+	if err != nil {
+		return
+	}
+	kept, bytes := h.cfg.Prune(vs, now)
+	if len(kept) < len(vs) {
+		if ht.rewrite(h, kept) != nil {
+			return
+		}
+	}
+	// Remove the contents no version names any more, and temporary files a crash left.
+	names := map[string]bool{}
+	for i := range kept {
+		names[kept[i].SHA256.String()] = true
+		names[kept[i].Prev.String()] = true
+	}
+	d, err := ht.fs().OpenDir(historyObjects)
+	if err != nil {
+		return
+	}
+	entries, err := d.Entries()
+	d.Close()
+	if err != nil {
+		return
+	}
+	removed := false
+	for _, e := range entries {
+		if !names[e.Name] {
+			removed = ht.fs().Remove(historyObjects+"/"+e.Name) == nil || removed
+		}
+	}
+	if removed {
+		ht.fs().SyncDir(historyObjects)
+	}
+	if h.loaded {
+		h.bytes = bytes
+	}
+}
+
+// readAll reads the whole file name.
+func readAll(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrNotRegular}
+	}
+	return io.ReadAll(f)
+}
+
+func truncate(fsys FS, name string, size int64) error {
+	f, err := fsys.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

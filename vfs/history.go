@@ -1,0 +1,296 @@
+package vfs
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The store's history: every change a transaction makes to a file is a Version, written in
+// the same transaction as the change (see History), so that the files and their history
+// always agree, after a crash too. Versions of one transaction share its sequence number,
+// which is store-wide and grows with every transaction that changes a file. Contents are
+// kept once per distinct content, by digest.
+
+// Version is what one change did to one file.
+type Version struct {
+	Seq     uint64     `json:"seq"`     // the transaction's number, store-wide, from 1
+	Time    time.Time  `json:"time"`    // when the transaction wrote it
+	Actor   string     `json:"actor"`   // see WithActor
+	Command string     `json:"command"` // the command that made the change
+	Kind    ChangeKind `json:"kind"`    // Created, Modified, Deleted or Moved
+	// Path is the file's virtual path; for a move, where it was before.
+	Path string `json:"path"`
+	// NewPath is, for a move, where the file went.
+	NewPath string `json:"new_path,omitempty"`
+	// Size and SHA256 describe the content after the change (none after a delete).
+	Size   int64  `json:"size"`
+	SHA256 Digest `json:"sha256,omitzero"`
+	// PrevSize and Prev describe the content just before the change (none before a
+	// create): usually the previous version's, but a file edited outside memory-mcp, or
+	// one that predates the history, has its content kept here so that it can be restored.
+	PrevSize int64  `json:"prev_size,omitempty"`
+	Prev     Digest `json:"prev_sha256,omitzero"`
+	// Redacted is set when the content after the change was purged (see Tx.Redact); the
+	// digest is then cleared too. PrevRedacted says the same of the content before.
+	Redacted     *Redaction `json:"redacted,omitempty"`
+	PrevRedacted bool       `json:"prev_redacted,omitempty"`
+}
+
+// Redaction records who purged a version's content, and when.
+type Redaction struct {
+	By   string    `json:"by"`
+	Time time.Time `json:"time"`
+}
+
+// Touches reports whether the version changed the file at path p (its old or new path).
+func (v *Version) Touches(p string) bool { return v.Path == p || v.NewPath == p }
+
+// Under reports whether the version changed a file at or below the virtual path dir.
+func (v *Version) Under(dir string) bool {
+	return under(v.Path, dir) || (v.NewPath != "" && under(v.NewPath, dir))
+}
+
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// A FileState is a file's content as history knows it: its digest and size, or absence.
+type FileState struct {
+	Exists bool
+	Size   int64
+	SHA256 Digest // zero when the content was redacted
+	// Redacted says the content existed but was purged.
+	Redacted bool
+}
+
+// After returns the state of the file at p right after v (v must touch p).
+func (v *Version) After(p string) FileState {
+	switch {
+	case v.Kind == Deleted, v.Kind == Moved && v.Path == p && v.NewPath != p:
+		return FileState{}
+	}
+	return FileState{Exists: true, Size: v.Size, SHA256: v.SHA256, Redacted: v.Redacted != nil}
+}
+
+// Before returns the state of the file at p right before v (v must touch p).
+func (v *Version) Before(p string) FileState {
+	switch {
+	case v.Kind == Created, v.Kind == Moved && v.NewPath == p:
+		return FileState{} // create and rename never replace: nothing was there
+	}
+	return FileState{Exists: true, Size: v.PrevSize, SHA256: v.Prev, Redacted: v.PrevRedacted}
+}
+
+// StateAt returns the state of the file at p as it was after transaction seq, from the
+// versions (oldest first): the latest version at or before seq that touched p says; when
+// none did (history pruned, or a file older than the history), the first later one says
+// what came before it. known is false when no version touches p at all.
+func StateAt(vs []Version, p string, seq uint64) (st FileState, known bool) {
+	i, _ := slices.BinarySearchFunc(vs, seq+1, func(v Version, s uint64) int { return cmpSeq(v.Seq, s) })
+	for j := i - 1; j >= 0; j-- {
+		if vs[j].Touches(p) {
+			return vs[j].After(p), true
+		}
+	}
+	for j := i; j < len(vs); j++ {
+		if vs[j].Touches(p) {
+			return vs[j].Before(p), true
+		}
+	}
+	return FileState{}, false
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ChangedSince returns, for every file at or below dir that a version after seq changed,
+// its state as it was after transaction seq (absent when it did not exist then): what a
+// restore of dir to seq must make true. Files no later version touched are not listed: they
+// are as they were.
+func ChangedSince(vs []Version, dir string, seq uint64) map[string]FileState {
+	out := map[string]FileState{}
+	i, _ := slices.BinarySearchFunc(vs, seq+1, func(v Version, s uint64) int { return cmpSeq(v.Seq, s) })
+	for _, v := range vs[i:] {
+		for _, p := range []string{v.Path, v.NewPath} {
+			if p == "" || !under(p, dir) {
+				continue
+			}
+			if _, seen := out[p]; !seen {
+				out[p] = v.Before(p)
+			}
+		}
+	}
+	return out
+}
+
+// SeqAt returns the number of the last transaction at or before t (0 if none).
+func SeqAt(vs []Version, t time.Time) uint64 {
+	var seq uint64
+	for _, v := range vs {
+		if v.Time.After(t) {
+			break
+		}
+		seq = v.Seq
+	}
+	return seq
+}
+
+// HistoryConfig says how much history a store keeps. Pruning removes the oldest versions
+// first, and never a file's current version (the one whose content the file holds).
+type HistoryConfig struct {
+	Off bool // keep no history
+	// MaxAge prunes versions older than this (0: no limit by age).
+	MaxAge time.Duration
+	// MaxVersions keeps at most this many versions per file path (0: no limit).
+	MaxVersions int
+	// MaxBytes bounds the bytes of the contents history keeps (0: no limit); it is the
+	// history's own budget, apart from the store's size limit.
+	MaxBytes int64
+	// Now is the clock of the versions' times and of pruning (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultHistory is the history a store keeps unless told otherwise: half a year, and at
+// most 256 MiB of contents.
+var DefaultHistory = HistoryConfig{MaxAge: 180 * 24 * time.Hour, MaxBytes: 256 << 20}
+
+func (c HistoryConfig) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Prune returns the versions (oldest first) that the limits keep, and the bytes of the
+// distinct contents they name. A file's current version is always kept, and with it the
+// content before the oldest kept version of each file.
+func (c HistoryConfig) Prune(vs []Version, now time.Time) (kept []Version, bytes int64) {
+	// The current version of each existing file: the last version that leaves it existing.
+	current := map[string]int{}
+	for i := range vs {
+		v := &vs[i]
+		switch v.Kind {
+		case Deleted:
+			delete(current, v.Path)
+		case Moved:
+			delete(current, v.Path)
+			current[v.NewPath] = i
+		default:
+			current[v.Path] = i
+		}
+	}
+	protected := make([]bool, len(vs))
+	for _, i := range current {
+		protected[i] = true
+	}
+	drop := make([]bool, len(vs))
+	perPath := map[string]int{}
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := &vs[i]
+		key := v.Path
+		if v.Kind == Moved {
+			key = v.NewPath
+		}
+		perPath[key]++
+		if protected[i] {
+			continue
+		}
+		if c.MaxAge > 0 && now.Sub(v.Time) > c.MaxAge || c.MaxVersions > 0 && perPath[key] > c.MaxVersions {
+			drop[i] = true
+		}
+	}
+	// Then, oldest first, whatever takes the contents over the budget.
+	refs := map[Digest]int{}
+	sizes := map[Digest]int64{}
+	ref := func(v *Version, delta int) {
+		for _, d := range []struct {
+			sum  Digest
+			size int64
+		}{{v.SHA256, v.Size}, {v.Prev, v.PrevSize}} {
+			if d.sum.IsZero() {
+				continue
+			}
+			refs[d.sum] += delta
+			switch {
+			case refs[d.sum] == 0:
+				bytes -= sizes[d.sum]
+				delete(refs, d.sum)
+			case refs[d.sum] == delta && delta > 0:
+				sizes[d.sum] = d.size
+				bytes += d.size
+			}
+		}
+	}
+	for i := range vs {
+		if !drop[i] {
+			ref(&vs[i], 1)
+		}
+	}
+	if c.MaxBytes > 0 {
+		for i := 0; i < len(vs) && bytes > c.MaxBytes; i++ {
+			if !drop[i] && !protected[i] {
+				drop[i] = true
+				ref(&vs[i], -1)
+			}
+		}
+	}
+	for i := range vs {
+		if !drop[i] {
+			kept = append(kept, vs[i])
+		}
+	}
+	return kept, bytes
+}
+
+// History is a storage's record of versions, used inside its transactions (Txn.History).
+// A change is announced with Record before the storage makes it, and ended with Settle
+// after, so that a crash in between leaves a record the next transaction checks against
+// the files: the history never shows a change the files do not have, and a change the files
+// have always has its version.
+type History interface {
+	// Keep stores content under its digest, unless it is stored already, durably.
+	Keep(ctx context.Context, d Digest, data []byte) error
+	// Record writes, durably, the versions the next operation of the transaction is about
+	// to make, filling in their Seq (the transaction's) and Time.
+	Record(ctx context.Context, vs []Version) error
+	// Settle ends the operation Record announced: with ok, its versions stand; after a
+	// failure, only those whose effect the files show.
+	Settle(ctx context.Context, ok bool) error
+	// Seq returns the transaction's number once it recorded a version, else 0.
+	Seq() uint64
+
+	// Versions returns every version the history holds, oldest first.
+	Versions(ctx context.Context) ([]Version, error)
+	// Content returns the content with digest d (ErrNoContent if it is not kept).
+	Content(ctx context.Context, d Digest) ([]byte, error)
+	// Redact purges the content with digest d, marking every version that named it as
+	// redacted by r; it returns how many versions it marked.
+	Redact(ctx context.Context, d Digest, r Redaction) (int, error)
+}
+
+// Errors of the history.
+var (
+	ErrNoHistory = errors.New("vfs: the store keeps no history")
+	ErrNoContent = errors.New("vfs: the content is not in the history (pruned or redacted)")
+)
+
+// UnmarshalText reads a digest in hexadecimal.
+func (d *Digest) UnmarshalText(text []byte) error {
+	if len(text) != 2*len(d) {
+		return fmt.Errorf("vfs: a digest has %d hexadecimal digits, not %d", 2*len(d), len(text))
+	}
+	_, err := hex.Decode(d[:], text)
+	return err
+}
