@@ -38,3 +38,36 @@ func TestConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) { vfstest.TestStorage(t, open) })
 	}
 }
+
+// Every backend keeps history the same way.
+func TestHistoryConformance(t *testing.T) {
+	backends := map[string]func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage{
+		"os": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
+			s, err := vfs.OpenOSStore(filepath.Join(t.TempDir(), "store"), vfs.WithHistory(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Storage()
+		},
+		"memory": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
+			return vfs.NewMemoryStore(vfs.WithHistory(cfg)).Storage()
+		},
+		"overlay": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
+			s, err := vfs.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), vfs.WithHistory(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Storage()
+		},
+		"overlay-mem": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
+			s, err := vfs.OpenOverlayStore(t.TempDir(), "", vfs.WithHistory(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Storage()
+		},
+	}
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) { vfstest.TestHistory(t, open) })
+	}
+}

@@ -177,6 +177,9 @@ func (ht *historyTx) load(h *fileHistory) error {
 			kept = append(kept, s.pending[i])
 		}
 		h.fold(kept)
+		if len(kept) > 0 {
+			h.lastSeq = max(h.lastSeq, kept[0].Seq)
+		}
 	}
 	h.loaded = true
 	return nil
@@ -220,12 +223,13 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 				// A group whose settle line is missing although others follow: its
 				// settle line failed to be written after the operation succeeded.
 				s.versions = append(s.versions, s.pending...)
+				s.lastSeq = max(s.lastSeq, s.pending[0].Seq)
 				s.pending = nil
 			}
 			s.pending, s.pendingG = append(s.pending, *l.V), l.G
-			s.lastSeq = max(s.lastSeq, l.V.Seq)
 			s.lastGroup = max(s.lastGroup, l.G)
 		case l.Settle != 0:
+			n := len(s.versions)
 			if l.Settle == s.pendingG {
 				if l.Partial {
 					for _, i := range l.Only {
@@ -236,6 +240,10 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 				} else {
 					s.versions = append(s.versions, s.pending...)
 				}
+			}
+			if len(s.versions) > n {
+				// A number is taken by a change that happened: a failed one leaves it free.
+				s.lastSeq = max(s.lastSeq, s.versions[len(s.versions)-1].Seq)
 			}
 			s.pending, s.pendingG = nil, 0
 			s.lastGroup = max(s.lastGroup, l.Settle)
@@ -426,13 +434,12 @@ func (ht *historyTx) Record(ctx context.Context, vs []Version) error {
 	if err := ht.appendLines(h, true, lines...); err != nil {
 		return err
 	}
-	h.lastSeq = ht.seq
 	ht.group = vs
 	return nil
 }
 
 // Settle ends the operation announced by Record.
-func (ht *historyTx) Settle(ctx context.Context, ok bool) error {
+func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) error {
 	if len(ht.group) == 0 {
 		return nil
 	}
@@ -440,7 +447,10 @@ func (ht *historyTx) Settle(ctx context.Context, ok bool) error {
 	vs := ht.group
 	ht.group = nil
 	line := logLine{Settle: ht.groupID}
-	if !ok {
+	switch outcome {
+	case Failed:
+		line.Partial, line.Only, vs = true, []int{}, nil
+	case Partial:
 		line.Only = ht.shown(vs)
 		line.Partial = len(line.Only) < len(vs)
 		kept := make([]Version, 0, len(line.Only))
@@ -448,6 +458,9 @@ func (ht *historyTx) Settle(ctx context.Context, ok bool) error {
 			kept = append(kept, vs[i])
 		}
 		vs = kept
+		if !line.Partial {
+			line.Only = nil
+		}
 	}
 	// Not flushed: should the line be lost, the group is checked against the files.
 	if err := ht.appendLines(h, false, line); err != nil {
@@ -455,6 +468,9 @@ func (ht *historyTx) Settle(ctx context.Context, ok bool) error {
 	}
 	h.fold(vs)
 	h.appended += len(vs)
+	if len(vs) > 0 {
+		h.lastSeq = ht.seq
+	}
 	return nil
 }
 

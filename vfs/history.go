@@ -265,9 +265,8 @@ type History interface {
 	// Record writes, durably, the versions the next operation of the transaction is about
 	// to make, filling in their Seq (the transaction's) and Time.
 	Record(ctx context.Context, vs []Version) error
-	// Settle ends the operation Record announced: with ok, its versions stand; after a
-	// failure, only those whose effect the files show.
-	Settle(ctx context.Context, ok bool) error
+	// Settle ends the operation Record announced, as it ended.
+	Settle(ctx context.Context, outcome Outcome) error
 	// Seq returns the transaction's number once it recorded a version, else 0.
 	Seq() uint64
 
@@ -279,6 +278,20 @@ type History interface {
 	// redacted by r; it returns how many versions it marked.
 	Redact(ctx context.Context, d Digest, r Redaction) (int, error)
 }
+
+// Outcome is how an operation announced to the history ended.
+type Outcome int
+
+const (
+	// Done: the operation succeeded; its versions stand.
+	Done Outcome = iota
+	// Failed: the operation failed and changed nothing (one file's create, write or
+	// rename, and a directory's rename, happen whole or not at all).
+	Failed
+	// Partial: the operation failed and may have changed some files (a directory's
+	// delete): the versions whose effect the files show stand.
+	Partial
+)
 
 // Errors of the history.
 var (

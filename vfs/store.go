@@ -253,8 +253,17 @@ func (tx *Tx) record(vs ...Version) error {
 // operation's error. (A failure to write that down is no failure of the operation: the next
 // transaction checks an unsettled operation against the files.)
 func (tx *Tx) settle(opErr error) error {
+	return tx.settleAs(opErr, Failed)
+}
+
+// settleAs is settle for an operation that ends as failure when it fails.
+func (tx *Tx) settleAs(opErr error, failure Outcome) error {
 	if tx.hist != nil {
-		tx.hist.Settle(tx.ctx, opErr == nil)
+		outcome := Done
+		if opErr != nil {
+			outcome = failure
+		}
+		tx.hist.Settle(tx.ctx, outcome)
 	}
 	return opErr
 }
@@ -282,7 +291,7 @@ func (tx *Tx) RemoveAll(p Path) error {
 			return err
 		}
 	}
-	if err := tx.settle(tx.t.RemoveAll(tx.ctx, p)); err != nil {
+	if err := tx.settleAs(tx.t.RemoveAll(tx.ctx, p), Partial); err != nil {
 		return err
 	}
 	for _, f := range files {

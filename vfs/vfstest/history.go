@@ -1,0 +1,386 @@
+package vfstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// TestHistory runs the history suite on storages made by open, which must return an empty,
+// writable storage keeping history as cfg says (closed by the suite).
+func TestHistory(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage) {
+	for _, c := range historyCases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &fakeClock{}
+			clock.t.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+			c.cfg.Now = clock.now
+			st := open(t, c.cfg)
+			t.Cleanup(func() { st.Close() })
+			c.run(t, &hist{t: t, s: vfs.NewStore(st), clock: clock})
+		})
+	}
+}
+
+var historyCases = []struct {
+	name string
+	cfg  vfs.HistoryConfig
+	run  func(t *testing.T, h *hist)
+}{
+	{"commands", vfs.HistoryConfig{}, testHistoryCommands},
+	{"directories", vfs.HistoryConfig{}, testHistoryDirectories},
+	{"renames-and-deletes", vfs.HistoryConfig{}, testHistoryFollows},
+	{"failed-changes", vfs.HistoryConfig{}, testHistoryFailures},
+	{"prune-versions", vfs.HistoryConfig{MaxVersions: 2}, testPruneVersions},
+	{"prune-age", vfs.HistoryConfig{MaxAge: 24 * time.Hour}, testPruneAge},
+	{"prune-bytes", vfs.HistoryConfig{MaxBytes: 10 << 10}, testPruneBytes},
+	{"redact", vfs.HistoryConfig{}, testRedact},
+}
+
+type fakeClock struct{ t atomic.Int64 }
+
+func (c *fakeClock) now() time.Time            { return time.Unix(0, c.t.Load()).UTC() }
+func (c *fakeClock) advance(d time.Duration)   { c.t.Add(int64(d)) }
+func (c *fakeClock) at() time.Time             { return c.now() }
+func (c *fakeClock) set(t time.Time)           { c.t.Store(t.UnixNano()) }
+func (c *fakeClock) String() string            { return c.now().String() }
+func (c *fakeClock) since(t time.Time) float64 { return c.now().Sub(t).Hours() }
+
+// hist drives a store with history.
+type hist struct {
+	t     *testing.T
+	s     *vfs.Store
+	clock *fakeClock
+}
+
+// apply runs fn as command by actor, advancing the clock an hour first.
+func (h *hist) apply(actor, command string, fn func(tx *vfs.Tx) error) *vfs.Batch {
+	h.t.Helper()
+	h.clock.advance(time.Hour)
+	b, err := h.s.Apply(vfs.WithActor(context.Background(), actor), command, fn)
+	if err != nil {
+		h.t.Fatalf("%s: %v", command, err)
+	}
+	return b
+}
+
+func (h *hist) create(path, text string) *vfs.Batch {
+	h.t.Helper()
+	return h.apply("a", "create", func(tx *vfs.Tx) error { return tx.CreateFile(p(path), []byte(text)) })
+}
+
+func (h *hist) write(path, text string) *vfs.Batch {
+	h.t.Helper()
+	return h.apply("a", "str_replace", func(tx *vfs.Tx) error {
+		if _, err := tx.ReadFile(p(path)); err != nil {
+			return err
+		}
+		return tx.WriteFile(p(path), []byte(text))
+	})
+}
+
+func (h *hist) rename(from, to string) *vfs.Batch {
+	h.t.Helper()
+	return h.apply("b", "rename", func(tx *vfs.Tx) error { return tx.Rename(p(from), p(to)) })
+}
+
+func (h *hist) remove(path string) *vfs.Batch {
+	h.t.Helper()
+	return h.apply("b", "delete", func(tx *vfs.Tx) error { return tx.RemoveAll(p(path)) })
+}
+
+func (h *hist) versions() []vfs.Version {
+	h.t.Helper()
+	var vs []vfs.Version
+	if err := h.s.View(context.Background(), func(tx *vfs.Tx) (err error) {
+		vs, err = tx.Versions()
+		return err
+	}); err != nil {
+		h.t.Fatalf("versions: %v", err)
+	}
+	return vs
+}
+
+func (h *hist) content(d vfs.Digest) (string, error) {
+	var data []byte
+	err := h.s.View(context.Background(), func(tx *vfs.Tx) (err error) {
+		data, err = tx.Content(d)
+		return err
+	})
+	return string(data), err
+}
+
+// brief is a version without its time, digests spelled as their contents' text.
+type brief struct {
+	Seq            uint64
+	Actor, Command string
+	Kind           vfs.ChangeKind
+	Path, NewPath  string
+	Size, PrevSize int64
+	Content, Prev  string
+}
+
+func (h *hist) brief(vs []vfs.Version) []brief {
+	h.t.Helper()
+	out := make([]brief, len(vs))
+	for i, v := range vs {
+		b := brief{Seq: v.Seq, Actor: v.Actor, Command: v.Command, Kind: v.Kind, Path: v.Path, NewPath: v.NewPath, Size: v.Size, PrevSize: v.PrevSize}
+		for _, d := range []struct {
+			sum vfs.Digest
+			out *string
+		}{{v.SHA256, &b.Content}, {v.Prev, &b.Prev}} {
+			if d.sum.IsZero() {
+				continue
+			}
+			text, err := h.content(d.sum)
+			if err != nil {
+				h.t.Fatalf("version %d of %s: content %s: %v", v.Seq, v.Path, d.sum, err)
+			}
+			if vfs.DigestOf([]byte(text)) != d.sum {
+				h.t.Fatalf("content %s does not match its digest", d.sum)
+			}
+			*d.out = text
+		}
+		out[i] = b
+	}
+	return out
+}
+
+func (h *hist) expect(what string, got []vfs.Version, want []brief) {
+	h.t.Helper()
+	if b := h.brief(got); !reflect.DeepEqual(b, want) {
+		h.t.Errorf("%s:\n got %+v\nwant %+v", what, b, want)
+	}
+}
+
+// Each change is one version, numbered by its transaction, with who, what and the
+// contents before and after.
+func testHistoryCommands(t *testing.T, h *hist) {
+	if vs := h.versions(); len(vs) != 0 {
+		t.Fatalf("a new store has versions: %+v", vs)
+	}
+	b := h.create("/memories/a.md", "one\n")
+	if b.Version != 1 {
+		t.Errorf("the batch's version is %d, want 1", b.Version)
+	}
+	h.write("/memories/a.md", "one\ntwo\n")
+	h.rename("/memories/a.md", "/memories/b.md")
+	h.remove("/memories/b.md")
+	h.create("/memories/b.md", "one\n") // the same content as version 1: kept once
+	want := []brief{
+		{1, "a", "create", vfs.Created, "/memories/a.md", "", 4, 0, "one\n", ""},
+		{2, "a", "str_replace", vfs.Modified, "/memories/a.md", "", 8, 4, "one\ntwo\n", "one\n"},
+		{3, "b", "rename", vfs.Moved, "/memories/a.md", "/memories/b.md", 8, 8, "one\ntwo\n", "one\ntwo\n"},
+		{4, "b", "delete", vfs.Deleted, "/memories/b.md", "", 0, 8, "", "one\ntwo\n"},
+		{5, "a", "create", vfs.Created, "/memories/b.md", "", 4, 0, "one\n", ""},
+	}
+	vs := h.versions()
+	h.expect("versions", vs, want)
+	for i := 1; i < len(vs); i++ {
+		if !vs[i].Time.After(vs[i-1].Time) {
+			t.Errorf("version %d's time %v is not after %v", vs[i].Seq, vs[i].Time, vs[i-1].Time)
+		}
+	}
+	if vs[0].Time != time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC) {
+		t.Errorf("version 1's time is %v, want the store's clock", vs[0].Time)
+	}
+	// A read-only transaction sees the history but cannot add to it.
+	err := h.s.View(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(p("/memories/c"), nil) })
+	if err == nil {
+		t.Error("a change inside a read transaction succeeded")
+	}
+	if len(h.versions()) != len(want) {
+		t.Error("a refused change added a version")
+	}
+}
+
+// A directory's delete and rename are one transaction with a version per file below it.
+func testHistoryDirectories(t *testing.T, h *hist) {
+	h.apply("a", "create", func(tx *vfs.Tx) error {
+		for _, n := range []string{"/memories/d/x", "/memories/d/sub/y", "/memories/d/sub/z"} {
+			if err := tx.CreateFile(p(n), []byte(n)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	h.rename("/memories/d", "/memories/e")
+	h.remove("/memories/e")
+	vs := h.versions()
+	var got []string
+	for _, v := range vs {
+		got = append(got, fmt.Sprintf("%d %s %s %s", v.Seq, v.Kind, v.Path, v.NewPath))
+	}
+	want := []string{
+		"1 created /memories/d/x ", "1 created /memories/d/sub/y ", "1 created /memories/d/sub/z ",
+		"2 moved /memories/d/sub/y /memories/e/sub/y", "2 moved /memories/d/sub/z /memories/e/sub/z", "2 moved /memories/d/x /memories/e/x",
+		"3 deleted /memories/e/sub/y ", "3 deleted /memories/e/sub/z ", "3 deleted /memories/e/x ",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("versions:\n got %q\nwant %q", got, want)
+	}
+	// Restoring the directory as it was after version 2 brings every file back.
+	want2 := map[string]vfs.FileState{}
+	for _, n := range []string{"/memories/e/x", "/memories/e/sub/y", "/memories/e/sub/z"} {
+		orig := strings.Replace(n, "/e/", "/d/", 1)
+		want2[n] = vfs.FileState{Exists: true, Size: int64(len(orig)), SHA256: vfs.DigestOf([]byte(orig))}
+	}
+	if got := vfs.ChangedSince(vs, "/memories/e", 2); !reflect.DeepEqual(got, want2) {
+		t.Errorf("ChangedSince(/memories/e, 2) = %+v, want %+v", got, want2)
+	}
+}
+
+// A file's history follows it through renames and survives its deletion.
+func testHistoryFollows(t *testing.T, h *hist) {
+	h.create("/memories/a", "v1")          // 1
+	h.write("/memories/a", "v2")           // 2
+	h.rename("/memories/a", "/memories/b") // 3
+	h.write("/memories/b", "v3")           // 4
+	h.remove("/memories/b")                // 5
+	vs := h.versions()
+	for _, c := range []struct {
+		path  string
+		seq   uint64
+		want  string // "" for absent
+		known bool
+	}{
+		{"/memories/a", 1, "v1", true}, {"/memories/a", 2, "v2", true}, {"/memories/a", 3, "", true},
+		{"/memories/b", 2, "", true}, {"/memories/b", 3, "v2", true}, {"/memories/b", 4, "v3", true},
+		{"/memories/b", 5, "", true}, {"/memories/c", 5, "", false},
+	} {
+		st, known := vfs.StateAt(vs, c.path, c.seq)
+		got := ""
+		if st.Exists {
+			var err error
+			if got, err = h.content(st.SHA256); err != nil {
+				t.Fatalf("content: %v", err)
+			}
+		}
+		if got != c.want || known != c.known || st.Exists != (c.want != "") {
+			t.Errorf("StateAt(%s, %d) = %q (exists %v, known %v), want %q (known %v)", c.path, c.seq, got, st.Exists, known, c.want, c.known)
+		}
+	}
+	if seq := vfs.SeqAt(vs, vs[2].Time); seq != 3 {
+		t.Errorf("SeqAt(time of version 3) = %d", seq)
+	}
+	if seq := vfs.SeqAt(vs, vs[0].Time.Add(-time.Second)); seq != 0 {
+		t.Errorf("SeqAt(before everything) = %d", seq)
+	}
+}
+
+// A change that fails leaves no version, and takes no number.
+func testHistoryFailures(t *testing.T, h *hist) {
+	h.create("/memories/a", "same")
+	ctx := context.Background()
+	for name, fn := range map[string]func(tx *vfs.Tx) error{
+		"create over a file with the same content": func(tx *vfs.Tx) error { return tx.CreateFile(p("/memories/a"), []byte("same")) },
+		"rename onto a file":                       func(tx *vfs.Tx) error { return tx.Rename(p("/memories/a"), p("/memories/a")) },
+		"delete of nothing":                        func(tx *vfs.Tx) error { return tx.RemoveAll(p("/memories/none")) },
+	} {
+		if _, err := h.s.Apply(ctx, "x", fn); err == nil {
+			t.Errorf("%s succeeded", name)
+		}
+	}
+	if vs := h.versions(); len(vs) != 1 {
+		t.Errorf("versions after failed changes: %+v", vs)
+	}
+	if b := h.create("/memories/b", "b"); b.Version != 2 {
+		t.Errorf("the next change is version %d, want 2", b.Version)
+	}
+}
+
+// MaxVersions keeps the newest versions of each file; the current one always stays.
+func testPruneVersions(t *testing.T, h *hist) {
+	h.create("/memories/a", "1")
+	for i := 2; i <= 5; i++ {
+		h.write("/memories/a", fmt.Sprint(i))
+	}
+	h.create("/memories/b", "b")
+	vs := h.versions()
+	h.expect("versions", vs, []brief{
+		{4, "a", "str_replace", vfs.Modified, "/memories/a", "", 1, 1, "4", "3"},
+		{5, "a", "str_replace", vfs.Modified, "/memories/a", "", 1, 1, "5", "4"},
+		{6, "a", "create", vfs.Created, "/memories/b", "", 1, 0, "b", ""},
+	})
+	for _, pruned := range []string{"1", "2"} {
+		if _, err := h.content(vfs.DigestOf([]byte(pruned))); !errors.Is(err, vfs.ErrNoContent) {
+			t.Errorf("content %q of a pruned version: %v, want ErrNoContent", pruned, err)
+		}
+	}
+}
+
+// MaxAge prunes what is older, but never a file's current version.
+func testPruneAge(t *testing.T, h *hist) {
+	h.create("/memories/old", "old") // its current version, however old
+	h.create("/memories/a", "1")
+	h.write("/memories/a", "2")
+	h.clock.advance(48 * time.Hour)
+	h.write("/memories/a", "3")
+	h.expect("versions", h.versions(), []brief{
+		{1, "a", "create", vfs.Created, "/memories/old", "", 3, 0, "old", ""},
+		{4, "a", "str_replace", vfs.Modified, "/memories/a", "", 1, 1, "3", "2"},
+	})
+}
+
+// MaxBytes prunes the oldest versions until the contents fit.
+func testPruneBytes(t *testing.T, h *hist) {
+	big := func(c byte) string { return strings.Repeat(string(c), 4<<10) }
+	h.create("/memories/a", big('1'))
+	for _, c := range []byte("2345") {
+		h.write("/memories/a", big(c))
+	}
+	vs := h.versions()
+	if len(vs) != 1 || vs[0].Seq != 5 {
+		t.Fatalf("versions after pruning to 10 KiB: %+v", h.brief(vs))
+	}
+	// The current version and the content before it: 8 KiB.
+	if _, err := h.content(vs[0].Prev); err != nil {
+		t.Errorf("the content before the oldest kept version: %v", err)
+	}
+}
+
+// Redaction purges one content and marks every version that had it; the records stay.
+func testRedact(t *testing.T, h *hist) {
+	h.create("/memories/a", "secret")
+	h.write("/memories/a", "clean")
+	h.create("/memories/b", "secret")
+	h.remove("/memories/b")
+	d := vfs.DigestOf([]byte("secret"))
+	var n int
+	h.apply("person", "redact", func(tx *vfs.Tx) (err error) {
+		n, err = tx.Redact(d)
+		return err
+	})
+	if n != 2 {
+		t.Errorf("redacted %d versions, want 2", n)
+	}
+	if _, err := h.content(d); !errors.Is(err, vfs.ErrNoContent) {
+		t.Errorf("the redacted content is still there: %v", err)
+	}
+	vs := h.versions()
+	if len(vs) != 4 {
+		t.Fatalf("versions after redaction: %+v", vs)
+	}
+	for _, i := range []int{0, 2} {
+		if vs[i].Redacted == nil || vs[i].Redacted.By != "person" || !vs[i].SHA256.IsZero() {
+			t.Errorf("version %d not marked redacted: %+v", vs[i].Seq, vs[i])
+		}
+	}
+	for _, i := range []int{1, 3} {
+		if !vs[i].PrevRedacted || !vs[i].Prev.IsZero() || vs[i].Redacted != nil {
+			t.Errorf("version %d: the content before it is not marked redacted: %+v", vs[i].Seq, vs[i])
+		}
+	}
+	if st, _ := vfs.StateAt(vs, "/memories/a", 1); !st.Redacted || !st.Exists {
+		t.Errorf("StateAt of a redacted version: %+v", st)
+	}
+	if text, err := h.content(vs[1].SHA256); err != nil || text != "clean" {
+		t.Errorf("other contents: %q, %v", text, err)
+	}
+}
