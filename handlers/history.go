@@ -171,6 +171,9 @@ func (h *Handlers) Diff(ctx context.Context, path string, seqs ...uint64) (strin
 			texts[i] = string(data)
 		}
 		out = udiff.Unified(a.label, b.label, texts[0], texts[1])
+		if out == "" && a.path != b.path {
+			out = fmt.Sprintf("--- %s\n+++ %s\n", a.label, b.label) // a rename: same content
+		}
 		return nil
 	})
 	return out, err

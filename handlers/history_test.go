@@ -1,0 +1,262 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// historyScript is every command, a failure and a view (neither makes a version), on a
+// store holding one file from before the history (old.md, in the lower layer on overlays).
+var historyScript = []map[string]any{
+	{"command": "create", "path": "/memories/notes.md", "file_text": "alpha\nbeta\n"},
+	{"command": "str_replace", "path": "/memories/notes.md", "old_str": "beta", "new_str": "gamma"},
+	{"command": "insert", "path": "/memories/notes.md", "insert_line": float64(0), "insert_text": "title"},
+	{"command": "view", "path": "/memories/notes.md"},
+	{"command": "create", "path": "/memories/notes.md", "file_text": "refused: exists"},
+	{"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/n.md"},
+	{"command": "create", "path": "/memories/p/a.md", "file_text": "a\n"},
+	{"command": "create", "path": "/memories/p/sub/b.md", "file_text": "b\n"},
+	{"command": "rename", "old_path": "/memories/p", "new_path": "/memories/q"},
+	{"command": "delete", "path": "/memories/old.md"},
+	{"command": "delete", "path": "/memories/q"},
+}
+
+func runHistoryScript(t *testing.T, h *handlers.Handlers) {
+	t.Helper()
+	ctx := vfs.WithActor(context.Background(), "tenant-a")
+	for _, in := range historyScript {
+		res := h.Exec(ctx, in)
+		if res.IsError != strings.HasPrefix(in["file_text"].(string)+"", "refused") {
+			t.Fatalf("%v: %s", in, res.Text)
+		}
+	}
+}
+
+func init() {
+	// file_text is read as a string above for every input.
+	for _, in := range historyScript {
+		if _, ok := in["file_text"]; !ok {
+			in["file_text"] = ""
+		}
+	}
+}
+
+// The versions of every command are the same on every backend: the golden file holds them
+// (times left out), then those of a restore of the deleted directory, its undo, and a
+// redaction.
+func TestHistoryGolden(t *testing.T) {
+	var first []byte
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			f := b.open(t, map[string][]byte{"old.md": []byte("from before\n")}, noWrap)
+			h := handlers.New(f.store, handlers.DefaultLimits())
+			runHistoryScript(t, h)
+			ctx := vfs.WithActor(context.Background(), "person")
+			res, err := h.Restore(ctx, "/memories/q", 8)
+			if err != nil || len(res.Created) != 2 {
+				t.Fatalf("restore of the deleted directory: %+v, %v", res, err)
+			}
+			if res, err := h.Restore(ctx, "/memories/q", res.Version-1); err != nil || len(res.Deleted) != 2 {
+				t.Fatalf("undo of the restore: %+v, %v", res, err)
+			}
+			if _, err := h.Redact(ctx, "/memories/notes.md", 1); err != nil {
+				t.Fatalf("redact: %v", err)
+			}
+			vs, err := h.Log(ctx, handlers.LogQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			for i := len(vs) - 1; i >= 0; i-- {
+				v := vs[i]
+				v.Time = time.Time{}
+				if v.Redacted != nil {
+					v.Redacted.Time = time.Time{}
+				}
+				line, _ := json.Marshal(v)
+				out.Write(append(line, '\n'))
+			}
+			golden(t, "../testdata/history/commands.jsonl", out.Bytes())
+			if first != nil && !bytes.Equal(first, out.Bytes()) {
+				t.Error("this backend's versions differ from the first backend's")
+			}
+			first = out.Bytes()
+		})
+	}
+}
+
+// golden compares got with the file, or writes it with -update; a missing file fails.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n got:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+// Log, Show, Diff, Restore and Redact on every backend.
+func TestHistoryOperations(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			f := b.open(t, map[string][]byte{"old.md": []byte("from before\n")}, noWrap)
+			h := handlers.New(f.store, handlers.Limits{MaxStoreBytes: 1000})
+			runHistoryScript(t, h)
+			ctx := context.Background()
+			read := func(p string) string {
+				var data []byte
+				f.store.View(ctx, func(tx *vfs.Tx) (err error) {
+					data, err = tx.ReadFile(vfs.MustResolve(p))
+					return err
+				})
+				return string(data)
+			}
+
+			// log PATH follows the file back through its rename.
+			vs, err := h.Log(ctx, handlers.LogQuery{Path: "/memories/n.md"})
+			if err != nil || len(vs) != 4 || vs[0].Command != "rename" || vs[3].Command != "create" {
+				t.Errorf("log /memories/n.md: %+v, %v", vs, err)
+			}
+			if vs, _ := h.Log(ctx, handlers.LogQuery{Path: "/memories/q", N: 2}); len(vs) != 2 || vs[0].Kind != vfs.Deleted {
+				t.Errorf("log -n 2 /memories/q: %+v", vs)
+			}
+			if vs, _ := h.Log(ctx, handlers.LogQuery{Actor: "nobody"}); len(vs) != 0 {
+				t.Errorf("log -actor nobody: %+v", vs)
+			}
+			if vs, _ := h.Log(ctx, handlers.LogQuery{Since: time.Now().Add(time.Hour)}); len(vs) != 0 {
+				t.Errorf("log -since the future: %+v", vs)
+			}
+
+			// show and diff.
+			if data, err := h.Show(ctx, "/memories/notes.md", 2); err != nil || string(data) != "alpha\ngamma\n" {
+				t.Errorf("show notes.md@2: %q, %v", data, err)
+			}
+			if data, err := h.Show(ctx, "/memories/old.md", 7); err != nil || string(data) != "from before\n" {
+				t.Errorf("show old.md@7 (before its delete, older than the history): %q, %v", data, err)
+			}
+			if _, err := h.Show(ctx, "/memories/notes.md", 99); err == nil || !strings.Contains(err.Error(), "the versions go up to 9") {
+				t.Errorf("show of a version that does not exist: %v", err)
+			}
+			if _, err := h.Show(ctx, "/memories/notes.md", 5); err == nil || !strings.Contains(err.Error(), "did not exist after version 5") {
+				t.Errorf("show of a moved file: %v", err)
+			}
+			want := "--- /memories/notes.md@1\n+++ /memories/notes.md@2\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"
+			if d, err := h.Diff(ctx, "/memories/notes.md", 2); err != nil || d != want {
+				t.Errorf("diff notes.md 2:\n%s%v", d, err)
+			}
+			if d, err := h.Diff(ctx, "/memories/n.md"); err != nil || !strings.Contains(d, "/memories/notes.md@3\n+++ /memories/n.md@4") {
+				t.Errorf("diff of the last change (a rename): %q, %v", d, err)
+			}
+			if d, err := h.Diff(ctx, "/memories/notes.md", 1, 3); err != nil || !strings.Contains(d, "+title\n alpha\n-beta\n+gamma") {
+				t.Errorf("diff notes.md 1 3:\n%s%v", d, err)
+			}
+
+			// restore a file to a version, and undo it.
+			res, err := h.Restore(ctx, "/memories/n.md", 4)
+			if err != nil || res.Version != 0 {
+				t.Errorf("restore of a file that did not differ: %+v, %v", res, err)
+			}
+			res, err = h.Restore(ctx, "/memories/notes.md", 2)
+			if err != nil || len(res.Created) != 1 || len(res.Modified)+len(res.Deleted) != 0 {
+				t.Fatalf("restore notes.md@2: %+v, %v", res, err)
+			}
+			if got := read("/memories/notes.md"); got != "alpha\ngamma\n" {
+				t.Errorf("after the restore: %q", got)
+			}
+			if _, err := h.Restore(ctx, "/memories/notes.md", res.Version-1); err != nil || read("/memories/notes.md") != "" {
+				t.Errorf("undo of the restore: %v, file %q", err, read("/memories/notes.md"))
+			}
+
+			// The whole store as it was at a time: before anything but old.md.
+			all, _ := h.Log(ctx, handlers.LogQuery{})
+			first := all[len(all)-1].Time
+			res, err = h.RestoreAt(ctx, "/memories", first.Add(-time.Nanosecond))
+			if err != nil {
+				t.Fatalf("restore -at: %v", err)
+			}
+			if got := strings.Join(append(append(res.Created, res.Modified...), res.Deleted...), " "); got != "/memories/old.md /memories/n.md" {
+				t.Errorf("restore -at changed %q", got)
+			}
+			if read("/memories/old.md") != "from before\n" || read("/memories/n.md") != "" {
+				t.Errorf("after restore -at: old.md %q, n.md %q", read("/memories/old.md"), read("/memories/n.md"))
+			}
+
+			// The size limits hold: the store may hold 1000 bytes.
+			big := strings.Repeat("x", 900)
+			h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/big", "file_text": big})
+			h.Exec(ctx, map[string]any{"command": "delete", "path": "/memories/big"})
+			h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/big2", "file_text": big})
+			last, _ := h.Log(ctx, handlers.LogQuery{N: 1})
+			if _, err := h.Restore(ctx, "/memories/big", last[0].Seq-2); err == nil || !strings.Contains(err.Error(), "over its limit of 1000 bytes") {
+				t.Errorf("a restore over the store's limit: %v", err)
+			}
+
+			// Redaction: refused while a file holds the content, then done.
+			if _, err := h.Redact(ctx, "/memories/big2", last[0].Seq); err == nil || !strings.Contains(err.Error(), "still holds this content") {
+				t.Errorf("redact of a file's current content: %v", err)
+			}
+			n, err := h.Redact(ctx, "/memories/notes.md", 2)
+			if err != nil || n != 2 { // version 2, and the restore that brought it back
+				t.Errorf("redact notes.md@2: %d, %v", n, err)
+			}
+			if _, err := h.Show(ctx, "/memories/notes.md", 2); err == nil || !strings.Contains(err.Error(), "redacted") {
+				t.Errorf("show of a redacted version: %v", err)
+			}
+			var he *handlers.HistoryError
+			if _, err := h.Show(ctx, "notes.md", 2); !errors.As(err, &he) || !strings.Contains(err.Error(), "paths start with /memories") {
+				t.Errorf("show of a path outside /memories: %v", err)
+			}
+		})
+	}
+}
+
+// A read-only store shows its history but restores and redacts nothing.
+func TestHistoryReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "old.md"), []byte("from before\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := vfs.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHistoryScript(t, handlers.New(s, handlers.DefaultLimits()))
+	s.Close()
+	ro, err := vfs.OpenOSStore(dir, vfs.ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	h := handlers.New(ro, handlers.DefaultLimits())
+	ctx := context.Background()
+	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) == 0 {
+		t.Errorf("log of a read-only store: %d versions, %v", len(vs), err)
+	}
+	if _, err := h.Restore(ctx, "/memories/q", 8); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("restore on a read-only store: %v", err)
+	}
+	if _, err := h.Redact(ctx, "/memories/notes.md", 1); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("redact on a read-only store: %v", err)
+	}
+}
