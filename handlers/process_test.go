@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 		childEdit()
 	case "rewrite":
 		childRewrite()
+	case "history":
+		childHistory()
 	case "create":
 		res := childHandlers().Exec(context.Background(), map[string]any{"command": "create", "path": os.Getenv("MEMORY_MCP_TEST_PATH"), "file_text": "from another process"})
 		if res.IsError {

@@ -1,0 +1,172 @@
+package handlers_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// childHistory makes random changes of every kind until it is killed: creates, edits,
+// renames and deletes of files and directories, among 3 directories of 3 files.
+func childHistory() {
+	h := childHandlers()
+	ctx := context.Background()
+	fmt.Println("ready")
+	dir := func() string { return fmt.Sprintf("/memories/d%d", rand.IntN(3)) }
+	file := func() string { return fmt.Sprintf("%s/f%d.md", dir(), rand.IntN(3)) }
+	for i := 0; ; i++ {
+		var in map[string]any
+		switch rand.IntN(6) {
+		case 0, 1:
+			in = map[string]any{"command": "create", "path": file(), "file_text": fmt.Sprintf("line %d\n", i)}
+		case 2:
+			in = map[string]any{"command": "insert", "path": file(), "insert_line": float64(0), "insert_text": fmt.Sprintf("insert %d", i)}
+		case 3:
+			in = map[string]any{"command": "rename", "old_path": file(), "new_path": file()}
+		case 4:
+			in = map[string]any{"command": "rename", "old_path": dir(), "new_path": dir()}
+		case 5:
+			if rand.IntN(3) == 0 {
+				in = map[string]any{"command": "delete", "path": dir()}
+			} else {
+				in = map[string]any{"command": "delete", "path": file()}
+			}
+		}
+		h.Exec(ctx, in) // refusals (exists, not found) are part of the mix
+	}
+}
+
+// A process killed with SIGKILL at a random moment while it changes the store leaves files
+// and history that agree: every file has a version naming its content, every file the
+// history says exists does, and every content a version names is kept. Checked by a reader
+// before anything settles what the crash left, and again after the next change. 50 rounds.
+func TestHistoryCrashConsistency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: spawns and kills 50 processes")
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	os.MkdirAll(dir, 0o700)
+	changes := 0
+	for round := 0; round < 50; round++ {
+		cmd := child(t, "history", dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("child did not start: %q %v", line, err)
+		}
+		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+
+		s, err := vfs.OpenOSStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := checkAgreement(t, s, fmt.Sprintf("round %d, reader", round))
+		h := handlers.New(s, handlers.DefaultLimits())
+		if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": fmt.Sprintf("/memories/after%d", round), "file_text": "x"}); res.IsError {
+			t.Fatalf("round %d: %s", round, res.Text)
+		}
+		checkAgreement(t, s, fmt.Sprintf("round %d, after a change", round))
+		s.Close()
+		if t.Failed() {
+			return
+		}
+		changes = n
+	}
+	t.Logf("versions after 50 kills: %d", changes)
+	if changes < 100 {
+		t.Errorf("only %d versions: the children hardly changed anything before their kill", changes)
+	}
+}
+
+// checkAgreement compares the files with the state the versions describe; it returns the
+// number of versions.
+func checkAgreement(t *testing.T, s *vfs.Store, when string) int {
+	t.Helper()
+	var n int
+	err := s.View(context.Background(), func(tx *vfs.Tx) error {
+		vs, err := tx.Versions()
+		if err != nil {
+			return err
+		}
+		n = len(vs)
+		state := map[string]vfs.Digest{}
+		for _, v := range vs {
+			switch v.Kind {
+			case vfs.Created, vfs.Modified:
+				state[v.Path] = v.SHA256
+			case vfs.Deleted:
+				delete(state, v.Path)
+			case vfs.Moved:
+				delete(state, v.Path)
+				state[v.NewPath] = v.SHA256
+			}
+			for _, d := range []vfs.Digest{v.SHA256, v.Prev} {
+				if d.IsZero() {
+					continue
+				}
+				if _, err := tx.Content(d); err != nil {
+					t.Errorf("%s: version %d of %s names content %s: %v", when, v.Seq, v.Path, d, err)
+				}
+			}
+		}
+		files := map[string]vfs.Digest{}
+		root, err := tx.Tree(vfs.MustResolve(vfs.Root), 100, func(string) bool { return false })
+		if err != nil {
+			return err
+		}
+		var walk func(dir vfs.Path, nodes []vfs.Node) error
+		walk = func(dir vfs.Path, nodes []vfs.Node) error {
+			for _, node := range nodes {
+				p := dir.Join(node.Name)
+				if node.Dir {
+					if err := walk(p, node.Children); err != nil {
+						return err
+					}
+					continue
+				}
+				data, err := tx.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				files[p.String()] = vfs.DigestOf(data)
+			}
+			return nil
+		}
+		if err := walk(vfs.MustResolve(vfs.Root), root.Children); err != nil {
+			return err
+		}
+		for p, d := range files {
+			if hd, ok := state[p]; !ok {
+				t.Errorf("%s: %s is there without a version", when, p)
+			} else if hd != d {
+				t.Errorf("%s: %s holds %s, its last version says %s", when, p, d, hd)
+			}
+		}
+		for p := range state {
+			if _, ok := files[p]; !ok {
+				t.Errorf("%s: the history says %s exists, but it does not", when, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	return n
+}
