@@ -306,8 +306,8 @@ func (h *Handlers) restore(ctx context.Context, path string, target func([]vfs.V
 				return err
 			}
 			res.Deleted = append(res.Deleted, s.p.String())
-			// Directories the deletes leave empty go too (not the restored one itself).
-			for d := s.p.Parent(); !d.IsRoot() && d != p && p.Contains(d); d = d.Parent() {
+			// Directories the deletes leave empty go too, up to the restored one.
+			for d := s.p.Parent(); !d.IsRoot() && (d == p || p.Contains(d)); d = d.Parent() {
 				if entries, err := tx.List(d); err != nil || len(entries) > 0 || tx.RemoveDir(d) != nil {
 					break
 				}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cli runs memory-mcp in this process with args, returning the exit status and output.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	getenv := func(k string) string { return map[string]string{"MEMORY_MCP_LOG_LEVEL": "error"}[k] }
+	code := run(context.Background(), args, getenv, strings.NewReader(""), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("memory-mcp %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+type logEntry struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Actor   string    `json:"actor"`
+	Command string    `json:"command"`
+	Kind    string    `json:"kind"`
+	Path    string    `json:"path"`
+	NewPath string    `json:"new_path"`
+	SHA256  *string   `json:"sha256"`
+}
+
+func jsonLog(t *testing.T, args ...string) []logEntry {
+	t.Helper()
+	var out []logEntry
+	for _, line := range strings.Split(strings.TrimSpace(mustCLI(t, append([]string{"log", "-json"}, args...)...)), "\n") {
+		if line == "" {
+			continue
+		}
+		var e logEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log -json line %q: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// The history subcommands end to end: log (table and JSON, with filters), show, diff,
+// restore of a file, of a deleted directory and of the whole store at a time, the undo of
+// a restore, and redact.
+func TestHistoryCommands(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	r := []string{"-root", root}
+	ex := func(input string) { mustCLI(t, append(r, "exec", input)...) }
+	ex(`{"command":"create","path":"/memories/notes.md","file_text":"alpha\nbeta\n"}`)                     // 1
+	ex(`{"command":"str_replace","path":"/memories/notes.md","old_str":"beta","new_str":"API key: none"}`) // 2
+	ex(`{"command":"create","path":"/memories/projects/a.md","file_text":"a\n"}`)                          // 3
+	ex(`{"command":"create","path":"/memories/projects/b.md","file_text":"b\n"}`)                          // 4
+	ex(`{"command":"rename","old_path":"/memories/notes.md","new_path":"/memories/facts.md"}`)             // 5
+	time.Sleep(10 * time.Millisecond)
+	mid := time.Now().UTC()
+	time.Sleep(10 * time.Millisecond)
+	ex(`{"command":"delete","path":"/memories/projects"}`)                                                  // 6
+	ex(`{"command":"str_replace","path":"/memories/facts.md","old_str":"API key: none","new_str":"gamma"}`) // 7
+
+	// log: a table, newest first.
+	out := mustCLI(t, append(r, "log")...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 9 || !strings.HasPrefix(lines[0], "SEQ  TIME") || !strings.HasPrefix(lines[1], "7 ") ||
+		!strings.Contains(lines[1], "exec   str_replace  modified /memories/facts.md (12 bytes)") ||
+		!strings.Contains(out, "moved /memories/notes.md -> /memories/facts.md") || !strings.Contains(out, "deleted /memories/projects/a.md") {
+		t.Errorf("log:\n%s", out)
+	}
+	// log -json PATH follows the file back through its rename; sha256 is absent for deletions.
+	es := jsonLog(t, append(r, "/memories/facts.md")...)
+	if len(es) != 4 || es[0].Seq != 7 || es[1].Kind != "moved" || es[1].Path != "/memories/notes.md" || es[1].NewPath != "/memories/facts.md" || es[3].Seq != 1 || es[0].Actor != "exec" || es[0].SHA256 == nil {
+		t.Errorf("log -json /memories/facts.md: %+v", es)
+	}
+	if es := jsonLog(t, append(r, "/memories/projects")...); len(es) != 4 || es[0].SHA256 != nil || es[0].Command != "delete" {
+		t.Errorf("log -json /memories/projects: %+v", es)
+	}
+	if es := jsonLog(t, append(r, "-n", "2")...); len(es) != 2 || es[1].Seq != 6 {
+		t.Errorf("log -n 2: %+v", es)
+	}
+	if es := jsonLog(t, append(r, "-since", mid.Format(time.RFC3339Nano))...); len(es) != 3 {
+		t.Errorf("log -since: %+v", es)
+	}
+	if es := jsonLog(t, append(r, "-until", mid.Format(time.RFC3339Nano), "-actor", "exec")...); len(es) != 5 {
+		t.Errorf("log -until -actor: %+v", es)
+	}
+	if es := jsonLog(t, append(r, "-actor", "local")...); len(es) != 0 {
+		t.Errorf("log -actor local: %+v", es)
+	}
+
+	// show and diff.
+	if out := mustCLI(t, append(r, "show", "/memories/notes.md@1")...); out != "alpha\nbeta\n" {
+		t.Errorf("show notes.md@1: %q", out)
+	}
+	if out := mustCLI(t, append(r, "diff", "/memories/facts.md")...); out != "--- /memories/facts.md@6\n+++ /memories/facts.md@7\n@@ -1,2 +1,2 @@\n alpha\n-API key: none\n+gamma\n" {
+		t.Errorf("diff facts.md:\n%s", out)
+	}
+	if out := mustCLI(t, append(r, "diff", "/memories/notes.md", "1", "2")...); !strings.Contains(out, "-beta\n+API key: none\n") {
+		t.Errorf("diff notes.md 1 2:\n%s", out)
+	}
+
+	// restore the deleted directory, then undo the restore.
+	out = mustCLI(t, append(r, "restore", "/memories/projects@5")...)
+	if !strings.HasPrefix(out, "Restored /memories/projects as it was after version 5, as version 8 (undo: memory-mcp restore /memories/projects@7).") ||
+		!strings.Contains(out, "created /memories/projects/a.md") {
+		t.Errorf("restore projects@5:\n%s", out)
+	}
+	if data, err := os.ReadFile(filepath.Join(root, "projects", "b.md")); err != nil || string(data) != "b\n" {
+		t.Errorf("restored file: %q, %v", data, err)
+	}
+	mustCLI(t, append(r, "restore", "/memories/projects@7")...)
+	if _, err := os.Stat(filepath.Join(root, "projects")); !os.IsNotExist(err) {
+		t.Errorf("after the undo, projects is still there: %v", err)
+	}
+	if out := mustCLI(t, append(r, "restore", "/memories/projects@9")...); !strings.HasPrefix(out, "Nothing to restore") {
+		t.Errorf("a restore with nothing to do: %q", out)
+	}
+
+	// restore a file to a version.
+	mustCLI(t, append(r, "restore", "/memories/facts.md@5")...)
+	if data, _ := os.ReadFile(filepath.Join(root, "facts.md")); string(data) != "alpha\nAPI key: none\n" {
+		t.Errorf("facts.md after its restore: %q", data)
+	}
+
+	// restore the whole store to a time.
+	out = mustCLI(t, append(r, "restore", "-at", mid.Format(time.RFC3339Nano))...)
+	if !strings.Contains(out, "created /memories/projects/a.md") {
+		t.Errorf("restore -at:\n%s", out)
+	}
+	for name, want := range map[string]string{"facts.md": "alpha\nAPI key: none\n", "projects/a.md": "a\n", "projects/b.md": "b\n"} {
+		if data, err := os.ReadFile(filepath.Join(root, name)); err != nil || string(data) != want {
+			t.Errorf("after restore -at: %s = %q, %v", name, data, err)
+		}
+	}
+
+	// redact: refused while facts.md holds the content, done once it no longer does.
+	if code, _, errOut := cli(t, append(r, "redact", "/memories/notes.md@2")...); code != 1 || !strings.Contains(errOut, "/memories/facts.md still holds this content") {
+		t.Errorf("redact of held content: exit %d, %q", code, errOut)
+	}
+	ex(`{"command":"str_replace","path":"/memories/facts.md","old_str":"API key: none","new_str":"gamma"}`)
+	out = mustCLI(t, append(r, "redact", "/memories/notes.md@2")...)
+	if !strings.HasPrefix(out, "Redacted the content of /memories/notes.md@2 from the history (3 versions had it).") {
+		t.Errorf("redact: %q", out)
+	}
+	if code, _, errOut := cli(t, append(r, "show", "/memories/notes.md@2")...); code != 1 || !strings.Contains(errOut, "redacted") {
+		t.Errorf("show of a redacted version: exit %d, %q", code, errOut)
+	}
+	if out := mustCLI(t, append(r, "log", "/memories/notes.md")...); !strings.Contains(out, "[redacted by local at ") {
+		t.Errorf("log does not mark the redacted version:\n%s", out)
+	}
+	objects, _ := os.ReadDir(filepath.Join(root, ".memory-mcp-history", "objects"))
+	for _, o := range objects {
+		data, _ := os.ReadFile(filepath.Join(root, ".memory-mcp-history", "objects", o.Name()))
+		if strings.Contains(string(data), "API key") {
+			t.Errorf("the redacted content is still kept in %s", o.Name())
+		}
+	}
+}
+
+// Mistakes get one line and status 2 (usage) or 1 (refused).
+func TestHistoryCommandErrors(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	mustCLI(t, "-root", root, "exec", `{"command":"create","path":"/memories/a","file_text":"x"}`)
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"show", "/memories/a"}, 2, "show takes one PATH@SEQ"},
+		{[]string{"show", "/memories/a@x"}, 2, `"/memories/a@x" is not PATH@SEQ`},
+		{[]string{"show", "/memories/a@7"}, 1, "there is no version 7: the versions go up to 1"},
+		{[]string{"show", "/etc/passwd@1"}, 1, "is not a memory path"},
+		{[]string{"show", "/memories/../x@1"}, 1, "not a valid memory path"},
+		{[]string{"diff"}, 2, "diff takes a path and at most two version numbers"},
+		{[]string{"diff", "/memories/a", "one"}, 2, `"one" is not a version number`},
+		{[]string{"restore", "-at", "yesterday"}, 2, "is not an RFC 3339 time"},
+		{[]string{"log", "-since", "soon"}, 2, "use an RFC 3339 time"},
+		{[]string{"log", "a", "b"}, 2, "log takes at most one path"},
+		{[]string{"-backend", "memory", "log"}, 2, "a memory store's history ends with its process"},
+		{[]string{"-history=false", "log"}, 1, "keeps no history"},
+		{[]string{"-tenant", "alice", "log"}, 2, "-tenant picks a tenant's memory"},
+	} {
+		args := tt.args
+		if args[0] != "-backend" {
+			args = append([]string{"-root", root}, args...)
+		}
+		code, out, errOut := cli(t, args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", tt.args, code, out, errOut, tt.code, tt.want)
+		}
+	}
+}
+
+// -tenant with -tenants picks a tenant's memory; a read-only tenant's history can be read
+// but not changed.
+func TestHistoryCommandsTenant(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(t.TempDir(), "tenants.json")
+	os.WriteFile(file, []byte(`{"tenants":[
+		{"name":"alice","token_sha256":"`+strings.Repeat("a", 64)+`"},
+		{"name":"bob","token_sha256":"`+strings.Repeat("b", 64)+`","read_only":true}]}`), 0o600)
+	ts := []string{"-root", root, "-tenants", file}
+	for _, input := range []string{`{"command":"create","path":"/memories/a","file_text":"x"}`, `{"command":"delete","path":"/memories/a"}`} {
+		mustCLI(t, append(ts, "-tenant", "alice", "exec", input)...)
+		mustCLI(t, "-root", filepath.Join(root, "bob"), "exec", input) // bob's, written by his operator
+	}
+	if _, err := os.Stat(filepath.Join(root, "alice", ".memory-mcp-history", "log")); err != nil {
+		t.Fatalf("alice's history is not in her directory: %v", err)
+	}
+	if es := jsonLog(t, append(ts, "-tenant", "bob")...); len(es) != 2 || es[0].Actor != "exec" {
+		t.Errorf("bob's log: %+v", es)
+	}
+	if code, _, errOut := cli(t, append(ts, "-tenant", "bob", "restore", "/memories/a@1")...); code != 1 || !strings.Contains(errOut, "read-only") {
+		t.Errorf("restore by a read-only tenant: exit %d, %q", code, errOut)
+	}
+	mustCLI(t, append(ts, "-tenant", "alice", "restore", "/memories/a@1")...)
+	if data, _ := os.ReadFile(filepath.Join(root, "alice", "a")); string(data) != "x" {
+		t.Errorf("alice's restored file: %q", data)
+	}
+	if code, _, errOut := cli(t, append(ts, "-tenant", "carol", "log")...); code != 2 || !strings.Contains(errOut, `no tenant "carol"`) {
+		t.Errorf("an unknown tenant: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := cli(t, append(ts, "log")...); code != 2 || !strings.Contains(errOut, "give -tenant NAME") {
+		t.Errorf("-tenants without -tenant: exit %d, %q", code, errOut)
+	}
+}
