@@ -667,6 +667,15 @@ Usage:
   memory-mcp [flags]               serve (stdio by default)
   memory-mcp [flags] exec JSON|-   run one memory_20250818 input, print the result (exit 1 on an error result)
   memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
+  memory-mcp [flags] log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]
+                                   the history of changes, newest first
+  memory-mcp [flags] show PATH@SEQ the content of PATH after version SEQ
+  memory-mcp [flags] diff PATH [SEQ [SEQ]]
+                                   unified diff of PATH's last change, of version SEQ, or between two
+  memory-mcp [flags] restore PATH@SEQ | restore -at TIME [PATH]
+                                   put PATH (a file or directory) back as it was; undo with restore too
+  memory-mcp [flags] redact PATH@SEQ
+                                   purge that version's content from the history
 
 Flags (each also settable as MEMORY_MCP_<FLAG>, e.g. MEMORY_MCP_MAX_VIEW_CHARS):
 `)

@@ -86,6 +86,7 @@ const (
 	ActorExec     = "exec"     // memory-mcp exec
 	ActorExpiry   = "expiry"   // the expiry sweep
 	ActorExternal = "external" // another process, noticed through the change counter
+	ActorWeb      = "web"      // a person, on the web page
 )
 
 type actorKey struct{}
