@@ -47,10 +47,6 @@ type fakeClock struct{ t atomic.Int64 }
 
 func (c *fakeClock) now() time.Time            { return time.Unix(0, c.t.Load()).UTC() }
 func (c *fakeClock) advance(d time.Duration)   { c.t.Add(int64(d)) }
-func (c *fakeClock) at() time.Time             { return c.now() }
-func (c *fakeClock) set(t time.Time)           { c.t.Store(t.UnixNano()) }
-func (c *fakeClock) String() string            { return c.now().String() }
-func (c *fakeClock) since(t time.Time) float64 { return c.now().Sub(t).Hours() }
 
 // hist drives a store with history.
 type hist struct {
