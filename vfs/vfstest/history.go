@@ -45,8 +45,8 @@ var historyCases = []struct {
 
 type fakeClock struct{ t atomic.Int64 }
 
-func (c *fakeClock) now() time.Time            { return time.Unix(0, c.t.Load()).UTC() }
-func (c *fakeClock) advance(d time.Duration)   { c.t.Add(int64(d)) }
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.t.Load()).UTC() }
+func (c *fakeClock) advance(d time.Duration) { c.t.Add(int64(d)) }
 
 // hist drives a store with history.
 type hist struct {
