@@ -16,6 +16,21 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
+// openHistoryBench opens an empty store on backend with the default history, or none.
+func openHistoryBench(b *testing.B, backend string, history bool) *handlers.Handlers {
+	cfg := vfs.DefaultHistory
+	cfg.Off = !history
+	st := vfs.NewMemoryStore(vfs.WithHistory(cfg))
+	if backend == "os" {
+		var err error
+		if st, err = vfs.OpenOSStore(filepath.Join(b.TempDir(), "m"), vfs.WithHistory(cfg)); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+	}
+	return handlers.New(st, handlers.Limits{MaxFileBytes: 64 << 20, MaxStoreBytes: 1 << 40})
+}
+
 // The price of history per change: a str_replace that flips a small file, and a 1 MiB one,
 // between two contents, with history on and off, on memory and os.
 func BenchmarkHistoryCost(b *testing.B) {
@@ -27,19 +42,7 @@ func BenchmarkHistoryCost(b *testing.B) {
 			for _, on := range []bool{false, true} {
 				name := fmt.Sprintf("%s/%s/history=%v", backend, size.name, on)
 				b.Run(name, func(b *testing.B) {
-					cfg := vfs.DefaultHistory
-					cfg.Off = !on
-					var st *vfs.Store
-					if backend == "memory" {
-						st = vfs.NewMemoryStore(vfs.WithHistory(cfg))
-					} else {
-						var err error
-						if st, err = vfs.OpenOSStore(filepath.Join(b.TempDir(), "m"), vfs.WithHistory(cfg)); err != nil {
-							b.Fatal(err)
-						}
-						defer st.Close()
-					}
-					h := handlers.New(st, handlers.Limits{MaxFileBytes: 64 << 20, MaxStoreBytes: 1 << 40})
+					h := openHistoryBench(b, backend, on)
 					ctx := context.Background()
 					if res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/f.md", "file_text": string(size.data)}); res.IsError {
 						b.Fatal(res.Text)
@@ -67,19 +70,7 @@ func BenchmarkHistoryCostNewContent(b *testing.B) {
 	for _, backend := range benchBackends {
 		for _, on := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/history=%v", backend, on), func(b *testing.B) {
-				cfg := vfs.DefaultHistory
-				cfg.Off = !on
-				var st *vfs.Store
-				if backend == "memory" {
-					st = vfs.NewMemoryStore(vfs.WithHistory(cfg))
-				} else {
-					var err error
-					if st, err = vfs.OpenOSStore(filepath.Join(b.TempDir(), "m"), vfs.WithHistory(cfg)); err != nil {
-						b.Fatal(err)
-					}
-					defer st.Close()
-				}
-				h := handlers.New(st, handlers.Limits{MaxFileBytes: 64 << 20, MaxStoreBytes: 1 << 40})
+				h := openHistoryBench(b, backend, on)
 				ctx := context.Background()
 				h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/f.md", "file_text": "notes\n"})
 				b.ReportAllocs()
