@@ -136,12 +136,10 @@ func (h *Handlers) Diff(ctx context.Context, path string, seqs ...uint64) (strin
 			a = side{fmt.Sprintf("%s@%d", p, seqs[0]), state(vs, p.String(), seqs[0]), seqs[0], p.String()}
 			b = side{fmt.Sprintf("%s@%d", p, seqs[1]), state(vs, p.String(), seqs[1]), seqs[1], p.String()}
 		} else {
-			i := slices.IndexFunc(vs, func(v vfs.Version) bool {
-				return v.Touches(p.String()) && (len(seqs) == 0 || v.Seq == seqs[0])
-			})
-			for j := len(vs) - 1; len(seqs) == 0 && j >= 0; j-- {
-				if vs[j].Touches(p.String()) {
-					i = j
+			// The change: the last one to the file, or the one version seqs[0] made to it.
+			i := len(vs) - 1
+			for ; i >= 0; i-- {
+				if vs[i].Touches(p.String()) && (len(seqs) == 0 || vs[i].Seq == seqs[0]) {
 					break
 				}
 			}

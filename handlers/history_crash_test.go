@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -57,17 +56,7 @@ func TestHistoryCrashConsistency(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	changes := 0
 	for round := 0; round < 50; round++ {
-		cmd := child(t, "history", dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-			t.Fatalf("child did not start: %q %v", line, err)
-		}
+		cmd := startReady(t, "history", dir)
 		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()

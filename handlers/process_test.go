@@ -95,6 +95,23 @@ func child(t *testing.T, job, dir string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// startReady starts a child that runs job until it is killed, once it says it is ready.
+func startReady(t *testing.T, job, dir string) *exec.Cmd {
+	t.Helper()
+	cmd := child(t, job, dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("child did not start: %q %v", line, err)
+	}
+	return cmd
+}
+
 // Two processes on one OS store, each making 200 read-modify-write edits of one file:
 // the storage lock keeps every edit (docs/behaviour.md §6).
 func TestTwoProcessesEditOneFile(t *testing.T) {
@@ -150,17 +167,7 @@ func TestCrashWhileRewriting(t *testing.T) {
 	wantListing := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n768.0K\t/memories\n256.0K\t/memories/f0.txt\n256.0K\t/memories/f1.txt\n256.0K\t/memories/f2.txt"
 	leftovers := 0
 	for round := 0; round < 50; round++ {
-		cmd := child(t, "rewrite", dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-			t.Fatalf("child did not start: %q %v", line, err)
-		}
+		cmd := startReady(t, "rewrite", dir)
 		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()

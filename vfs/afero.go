@@ -306,7 +306,16 @@ func (tx *aferoTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	f, err := tx.s.fs.Open(p.Name())
+	data, err := readRegular(tx.s.fs, p.Name(), p.String())
+	if err == nil {
+		tx.touch(p.Name())
+	}
+	return data, err
+}
+
+// readRegular reads the regular file name whole (shown in an error as display).
+func readRegular(fsys FS, name, display string) ([]byte, error) {
+	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -316,9 +325,8 @@ func (tx *aferoTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: ErrNotRegular}
+		return nil, &fs.PathError{Op: "read", Path: display, Err: ErrNotRegular}
 	}
-	tx.touch(p.Name())
 	// One allocation of the right size; the +1 lets ReadAll see EOF without growing.
 	buf := make([]byte, 0, fi.Size()+1)
 	for {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"time"
@@ -79,10 +78,7 @@ func (h *fileHistory) reset() {
 func (h *fileHistory) fold(vs []Version) {
 	for i := range vs {
 		v := &vs[i]
-		for _, c := range []struct {
-			sum  Digest
-			size int64
-		}{{v.SHA256, v.Size}, {v.Prev, v.PrevSize}} {
+		for _, c := range v.contents() {
 			if _, ok := h.sizes[c.sum]; !ok && !c.sum.IsZero() {
 				h.sizes[c.sum] = c.size
 				h.bytes += c.size
@@ -633,22 +629,8 @@ func (ht *historyTx) afterCommit() {
 	}
 }
 
-// readAll reads the whole file name.
-func readAll(fsys FS, name string) ([]byte, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrNotRegular}
-	}
-	return io.ReadAll(f)
-}
+// readAll reads the whole regular file name.
+func readAll(fsys FS, name string) ([]byte, error) { return readRegular(fsys, name, name) }
 
 func truncate(fsys FS, name string, size int64) error {
 	f, err := fsys.OpenFile(name, os.O_WRONLY, 0)

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -47,6 +48,17 @@ type Redaction struct {
 	Time time.Time `json:"time"`
 }
 
+// content is a content a version names: its digest and size.
+type content struct {
+	sum  Digest
+	size int64
+}
+
+// contents returns the contents after and before the version (zero digests where none).
+func (v *Version) contents() [2]content {
+	return [2]content{{v.SHA256, v.Size}, {v.Prev, v.PrevSize}}
+}
+
 // Touches reports whether the version changed the file at path p (its old or new path).
 func (v *Version) Touches(p string) bool { return v.Path == p || v.NewPath == p }
 
@@ -91,7 +103,7 @@ func (v *Version) Before(p string) FileState {
 // none did (history pruned, or a file older than the history), the first later one says
 // what came before it. known is false when no version touches p at all.
 func StateAt(vs []Version, p string, seq uint64) (st FileState, known bool) {
-	i, _ := slices.BinarySearchFunc(vs, seq+1, func(v Version, s uint64) int { return cmpSeq(v.Seq, s) })
+	i := firstAfter(vs, seq)
 	for j := i - 1; j >= 0; j-- {
 		if vs[j].Touches(p) {
 			return vs[j].After(p), true
@@ -105,14 +117,10 @@ func StateAt(vs []Version, p string, seq uint64) (st FileState, known bool) {
 	return FileState{}, false
 }
 
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+// firstAfter returns the index of the first version after transaction seq.
+func firstAfter(vs []Version, seq uint64) int {
+	i, _ := slices.BinarySearchFunc(vs, seq+1, func(v Version, s uint64) int { return cmp.Compare(v.Seq, s) })
+	return i
 }
 
 // ChangedSince returns, for every file at or below dir that a version after seq changed,
@@ -121,8 +129,7 @@ func cmpSeq(a, b uint64) int {
 // are as they were.
 func ChangedSince(vs []Version, dir string, seq uint64) map[string]FileState {
 	out := map[string]FileState{}
-	i, _ := slices.BinarySearchFunc(vs, seq+1, func(v Version, s uint64) int { return cmpSeq(v.Seq, s) })
-	for _, v := range vs[i:] {
+	for _, v := range vs[firstAfter(vs, seq):] {
 		for _, p := range []string{v.Path, v.NewPath} {
 			if p == "" || !under(p, dir) {
 				continue
@@ -215,10 +222,7 @@ func (c HistoryConfig) Prune(vs []Version, now time.Time) (kept []Version, bytes
 	refs := map[Digest]int{}
 	sizes := map[Digest]int64{}
 	ref := func(v *Version, delta int) {
-		for _, d := range []struct {
-			sum  Digest
-			size int64
-		}{{v.SHA256, v.Size}, {v.Prev, v.PrevSize}} {
+		for _, d := range v.contents() {
 			if d.sum.IsZero() {
 				continue
 			}
