@@ -38,6 +38,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/webui"
 )
 
 // version, commit and date are set at build time (-ldflags "-X main.version=…"); when they
@@ -69,6 +70,7 @@ type config struct {
 	historyMaxVersions int
 	historyMaxBytes    int64
 	tenant             string
+	ui                 bool
 	sub                subFlags // the history subcommands' own flags
 }
 
@@ -111,7 +113,8 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.historyMaxAge, "history-max-age", vfs.DefaultHistory.MaxAge, "prune versions older than this (0: keep them however old); a file's current version is always kept")
 	fs.IntVar(&c.historyMaxVersions, "history-max-versions", vfs.DefaultHistory.MaxVersions, "keep at most this many versions per file (0: no limit)")
 	fs.Int64Var(&c.historyMaxBytes, "history-max-bytes", vfs.DefaultHistory.MaxBytes, "bytes of contents the history keeps, apart from -max-store-bytes; beyond it the oldest versions are pruned (0: no limit)")
-	fs.StringVar(&c.tenant, "tenant", "", "with -tenants, the tenant whose memory exec and the history subcommands work on")
+	fs.StringVar(&c.tenant, "tenant", "", "with -tenants, the tenant whose memory exec, ui and the history subcommands work on")
+	fs.BoolVar(&c.ui, "ui", true, "serve the web page under /ui/ on the http and sse transports (tenants log in with their token)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -139,9 +142,9 @@ func parseArgs(args []string, getenv func(string) string) (*config, []string, er
 	}
 	// Flags may also follow the subcommand: memory-mcp exec -root DIR '{...}'; the history
 	// subcommands have flags of their own.
-	if len(rest) > 0 && (rest[0] == "exec" || historyCommands[rest[0]]) {
+	if len(rest) > 0 && (rest[0] == "exec" || rest[0] == "ui" || historyCommands[rest[0]]) {
 		sub := fs
-		if rest[0] != "exec" {
+		if historyCommands[rest[0]] {
 			sub = c.sub.flags(rest[0])
 			fs.VisitAll(func(f *flag.Flag) { sub.Var(f.Value, f.Name, f.Usage) })
 		}
@@ -252,18 +255,23 @@ func (c *config) validate(rest []string) error {
 		return usageError{"exec takes one argument: a memory_20250818 input as JSON, or - to read it from stdin"}
 	case rest[0] == "token" && len(rest) <= 2:
 		return nil
+	case rest[0] == "ui" && len(rest) > 1:
+		return usageError{"ui takes no arguments: it prints the page's address"}
+	case rest[0] == "ui" && c.backend == "memory":
+		return usageError{"ui shows a memory kept on disk: use -backend os or overlay (a memory store lives only inside its own process)"}
+	case rest[0] == "ui":
 	case historyCommands[rest[0]]:
 		if err := c.validateHistory(rest); err != nil {
 			return err
 		}
 	default:
-		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, token, log, show, diff, restore and redact", rest[0])}
+		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, ui, token, log, show, diff, restore and redact", rest[0])}
 	}
 	switch {
 	case c.historyMaxAge < 0, c.historyMaxVersions < 0, c.historyMaxBytes < 0:
 		return usageError{"-history-max-age, -history-max-versions and -history-max-bytes must not be negative"}
 	case c.tenant != "" && (len(rest) == 0 || c.tenants == ""):
-		return usageError{"-tenant picks a tenant's memory for exec and the history subcommands, from -tenants FILE"}
+		return usageError{"-tenant picks a tenant's memory for exec, ui and the history subcommands, from -tenants FILE"}
 	}
 	if len(rest) > 0 {
 		if c.tenants != "" && c.tenant == "" {
@@ -360,7 +368,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	)
 	if len(rest) > 0 {
 		// A subcommand works on one memory: the server's, or the -tenant's.
-		sub, readOnly := "", rest[0] != "exec" && rest[0] != "restore" && rest[0] != "redact"
+		sub, readOnly := "", historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact"
 		if c.tenant != "" {
 			i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
 			if i < 0 {
@@ -401,6 +409,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 	if len(rest) > 0 && rest[0] == "exec" {
 		return execOne(ctx, h, rest[1], stdin, stdout, stderr)
+	}
+	if len(rest) > 0 && rest[0] == "ui" {
+		return serveUI(ctx, c, h, log, stdout, stderr)
 	}
 	if len(rest) > 0 {
 		return runHistory(ctx, c, h, rest, stdout, stderr)
@@ -480,6 +491,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			Sessions:       server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant},
 			AllowedOrigins: splitList(c.allowedOrigins, "/"),
 			AllowedHosts:   splitList(c.allowedHosts, ""),
+			UI:             c.ui,
 		})
 	}
 	if err != nil {
@@ -666,6 +678,8 @@ func printUsage(w io.Writer) {
 Usage:
   memory-mcp [flags]               serve (stdio by default)
   memory-mcp [flags] exec JSON|-   run one memory_20250818 input, print the result (exit 1 on an error result)
+  memory-mcp [flags] ui            serve the web page on 127.0.0.1 (a free port); the first line
+                                   printed is its address with a one-time login token
   memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
   memory-mcp [flags] log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]
                                    the history of changes, newest first
@@ -682,4 +696,32 @@ Flags (each also settable as MEMORY_MCP_<FLAG>, e.g. MEMORY_MCP_MAX_VIEW_CHARS):
 	fs := newFlags(&config{})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
+}
+
+// serveUI serves the web page over one memory on a free loopback port until ctx is done;
+// the first line on stdout is the page's address with a one-time login token.
+func serveUI(ctx context.Context, c *config, h *handlers.Handlers, log zerolog.Logger, stdout, stderr io.Writer) int {
+	name := c.tenant
+	ui := webui.New(webui.Config{
+		Memory: func(memory string) *handlers.Handlers {
+			if memory == name {
+				return h
+			}
+			return nil
+		},
+		MaxBodyBytes: c.maxRequestBytes,
+		Logger:       log,
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintf(stderr, "memory-mcp: ui: cannot listen on 127.0.0.1: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "http://%s%s\n", ln.Addr(), ui.LoginLink(name, true))
+	fmt.Fprintln(stdout, "Open that address in a browser (the link works once); stop with Ctrl+C.")
+	if err := webui.Serve(ctx, ln, ui); err != nil {
+		log.Error().Err(err).Msg("web page stopped with an error")
+		return 1
+	}
+	return 0
 }

@@ -17,12 +17,13 @@ import (
 // their errors are Go errors whose text says what to do, and they take the actor from ctx
 // (vfs.WithActor), so a restore made on the web page is recorded as such.
 
-// HistoryError is a refusal of a history operation, worded for the person who asked.
-type HistoryError struct{ Msg string }
+// Refusal is a refusal of an operation for people (the history operations, and those of
+// people.go), worded for the person who asked.
+type Refusal struct{ Msg string }
 
-func (e *HistoryError) Error() string { return e.Msg }
+func (e *Refusal) Error() string { return e.Msg }
 
-func refuse(format string, a ...any) error { return &HistoryError{Msg: fmt.Sprintf(format, a...)} }
+func refuse(format string, a ...any) error { return &Refusal{Msg: fmt.Sprintf(format, a...)} }
 
 // LogQuery selects versions.
 type LogQuery struct {

@@ -215,7 +215,7 @@ func TestHistoryOperations(t *testing.T) {
 			if _, err := h.Show(ctx, "/memories/notes.md", 2); err == nil || !strings.Contains(err.Error(), "redacted") {
 				t.Errorf("show of a redacted version: %v", err)
 			}
-			var he *handlers.HistoryError
+			var he *handlers.Refusal
 			if _, err := h.Show(ctx, "notes.md", 2); !errors.As(err, &he) || !strings.Contains(err.Error(), "paths start with /memories") {
 				t.Errorf("show of a path outside /memories: %v", err)
 			}

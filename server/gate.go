@@ -17,6 +17,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/memory-mcp/memory-mcp/webui"
 )
 
 // gate is everything an HTTP request passes before mcp-go sees it, in this order:
@@ -53,6 +55,16 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/healthz", "/readyz":
 		g.health(w, r)
+		return
+	}
+	if ui := g.s.ui.Load(); ui != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, webui.Prefix)) {
+		// The page checks origins, sessions and CSRF tokens itself (its own origin is
+		// allowed, as the MCP endpoint's is not); the Host check is the same.
+		if g.loopback && !loopbackHost(r.Host) && !g.hostAllowed(r.Host) {
+			refuse(w, http.StatusForbidden, "Forbidden: this server only answers requests addressed to the local host")
+			return
+		}
+		ui.ServeHTTP(w, r)
 		return
 	}
 	if !g.originAllowed(r) {

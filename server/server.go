@@ -14,6 +14,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/webui"
 )
 
 // Tool modes.
@@ -54,6 +55,7 @@ type Server struct {
 	// tenantsRemoved, set by ServeHTTP, ends the event streams of tenants SetTenants removed.
 	tenantsRemoved atomic.Pointer[func(names []string)]
 	authFailures   zerolog.Logger // sampled: a flood of bad tokens writes a few lines a second
+	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
 }
 
 // New builds the server over the given handlers.
@@ -145,6 +147,9 @@ func (s *Server) SetTenants(tenants []Tenant) {
 	}
 	if len(removed) == 0 {
 		return
+	}
+	if ui := s.ui.Load(); ui != nil {
+		ui.EndSessions(removed)
 	}
 	s.sessions.Range(func(id, owner any) bool {
 		if slices.Contains(removed, owner.(string)) {
@@ -277,4 +282,42 @@ func (s *Server) ready(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// startUI makes the web page that ServeHTTP serves under /ui/. With tenants, a tenant logs
+// in with its bearer token and sees its own memory; without, the server's memory is opened
+// by a login link, logged now, that works while the server runs.
+func (s *Server) startUI(opts HTTPOptions) {
+	cfg := webui.Config{
+		AllowedOrigins: opts.AllowedOrigins,
+		MaxBodyBytes:   opts.MaxRequestBytes,
+		Logger:         s.log,
+		Memory: func(name string) *handlers.Handlers {
+			if !s.hasTenants {
+				return s.h
+			}
+			for _, t := range *s.tenants.Load() {
+				if t.Name == name {
+					return t.Handlers
+				}
+			}
+			return nil
+		},
+	}
+	if s.hasTenants {
+		cfg.Login = func(token string) (string, bool) {
+			if t := s.tenantByToken(token); t != nil {
+				return t.Name, true
+			}
+			return "", false
+		}
+	}
+	ui := webui.New(cfg)
+	s.ui.Store(ui)
+	if !s.hasTenants {
+		s.log.Info().Str("url", "http://"+opts.Listener.Addr().String()+ui.LoginLink("", false)).
+			Msg("web page: open this link to log in (it works while the server runs)")
+	} else {
+		s.log.Info().Str("url", "http://"+opts.Listener.Addr().String()+webui.Prefix).Msg("web page: tenants log in with their token")
+	}
 }

@@ -139,7 +139,12 @@ func (s *Server) authenticate(r *http.Request) *Tenant {
 	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(auth[len(prefix):])))
+	return s.tenantByToken(strings.TrimSpace(auth[len(prefix):]))
+}
+
+// tenantByToken finds the tenant whose token this is.
+func (s *Server) tenantByToken(token string) *Tenant {
+	sum := sha256.Sum256([]byte(token))
 	var found *Tenant
 	tenants := *s.tenants.Load()
 	for i := range tenants {

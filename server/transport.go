@@ -43,6 +43,9 @@ type HTTPOptions struct {
 	Timeouts Timeouts
 	// Now is the clock for session expiry (time.Now when nil).
 	Now func() time.Time
+	// UI serves the web page under /ui/: tenants log in with their bearer token; without
+	// tenants, a login link valid while the server runs is logged at start.
+	UI bool
 }
 
 // Timeouts of the HTTP transports.
@@ -128,6 +131,9 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 				}
 			}
 		}()
+	}
+	if opts.UI {
+		s.startUI(opts)
 	}
 	g := &gate{
 		s: s, next: mux, opts: opts, sessions: sessions,

@@ -569,3 +569,14 @@ func (tx *Tx) Redact(d Digest) (int, error) {
 
 // RemoveDir deletes the directory at p if it is empty.
 func (tx *Tx) RemoveDir(p Path) error { return tx.t.RemoveDir(tx.ctx, p) }
+
+// KeepsHistory reports whether the store keeps a history of its changes (false also when
+// the storage cannot be reached within ctx).
+func (s *Store) KeepsHistory(ctx context.Context) bool {
+	kept := false
+	s.View(ctx, func(tx *Tx) error {
+		kept = tx.hist != nil
+		return nil
+	})
+	return kept
+}

@@ -1,0 +1,356 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// The operations of this file serve the web page: a person looks at the memory, edits or
+// deletes a file and searches it. Like the history operations they take the actor from ctx
+// and refuse with a *Refusal worded for a person; unlike the model's commands they work on
+// whole files and never number lines, and a change can be made conditional on the content
+// the person saw, so that an agent's change made meanwhile is never overwritten unseen.
+
+// FileNode is a file or directory of the memory, as a person browses it.
+type FileNode struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Dir  bool   `json:"dir,omitempty"`
+	// Size is a file's bytes, or the total of the files below a directory.
+	Size int64 `json:"size"`
+	// Changed is when the history last saw a change to the file, or to any file below
+	// the directory (zero when it saw none: history off, or the change is older than it).
+	Changed  time.Time  `json:"changed,omitzero"`
+	Children []FileNode `json:"children,omitempty"`
+}
+
+// MaxTreeEntries bounds the entries Files returns; a memory with more is cut off, and
+// says so.
+const MaxTreeEntries = 20000
+
+// Files returns every file and directory of the memory, hidden ones included (a person
+// sees what the model can reach), with sizes and the time of each one's last change.
+// truncated reports that the memory holds more than MaxTreeEntries entries.
+func (h *Handlers) Files(ctx context.Context) (root FileNode, truncated bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	err = h.store.View(ctx, func(tx *vfs.Tx) error {
+		tree, err := tx.Tree(vfs.MustResolve(vfs.Root), 1<<20, showAll)
+		if err != nil {
+			return err
+		}
+		changed := map[string]time.Time{}
+		if vs, err := tx.Versions(); err == nil {
+			for _, v := range vs {
+				changed[v.Path] = v.Time
+				if v.Kind == vfs.Moved {
+					changed[v.NewPath] = v.Time
+				}
+			}
+		} else if !errors.Is(err, vfs.ErrNoHistory) {
+			return err
+		}
+		budget := MaxTreeEntries
+		root = fileNode(tree, vfs.Root, changed, &budget)
+		truncated = budget < 0
+		return nil
+	})
+	return root, truncated, err
+}
+
+// showAll skips no entry of a tree: a person sees hidden files too.
+func showAll(string) bool { return false }
+
+// fileNode converts a tree node, spending one unit of budget per entry.
+func fileNode(n vfs.Node, p string, changed map[string]time.Time, budget *int) FileNode {
+	f := FileNode{Name: n.Name, Path: p, Dir: n.Dir, Size: n.Size, Changed: changed[p]}
+	if p == vfs.Root {
+		f.Name = strings.TrimPrefix(vfs.Root, "/")
+	}
+	for _, c := range n.Children {
+		if *budget--; *budget < 0 {
+			break
+		}
+		child := fileNode(c, p+"/"+c.Name, changed, budget)
+		if child.Changed.After(f.Changed) {
+			f.Changed = child.Changed
+		}
+		f.Children = append(f.Children, child)
+	}
+	return f
+}
+
+// Read returns the content of the file at path and its digest, for Write and Remove to
+// check against.
+func (h *Handlers) Read(ctx context.Context, path string) ([]byte, vfs.Digest, error) {
+	p, err := resolveArg(path)
+	if err != nil {
+		return nil, vfs.Digest{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	var data []byte
+	err = h.store.View(ctx, func(tx *vfs.Tx) error {
+		var exists bool
+		data, exists, err = current(tx, p)
+		if err == nil && !exists {
+			err = refuse("%s does not exist (any more)", p)
+		}
+		return err
+	})
+	return data, vfs.DigestOf(data), err
+}
+
+// current reads the regular file at p; exists is false when there is nothing at p, and
+// anything else there (a directory, a special file) is refused.
+func current(tx *vfs.Tx, p vfs.Path) (data []byte, exists bool, err error) {
+	e, err := tx.Stat(p)
+	switch {
+	case vfs.IsNotExist(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	case e.IsDir():
+		return nil, true, refuse("%s is a directory", p)
+	case !e.IsRegular():
+		return nil, true, refuse("%s is not a regular file", p)
+	}
+	data, err = tx.ReadFile(p)
+	if errors.Is(err, vfs.ErrNotRegular) {
+		err = refuse("%s is not a regular file", p)
+	}
+	return data, true, err
+}
+
+// Write makes data the content of the file at path, creating it (and its directories) if
+// it does not exist. When expect is not nil, the file must still be as the person last saw
+// it: *expect is the digest Read returned, or the zero digest for a file that did not
+// exist; otherwise Write refuses and changes nothing. The limits and the credential guard
+// apply as to the model's changes. The history records the change as command "edit".
+func (h *Handlers) Write(ctx context.Context, path string, data []byte, expect *vfs.Digest) (*vfs.Batch, error) {
+	p, err := h.changeable(path)
+	if err != nil {
+		return nil, err
+	}
+	if res, found := h.secretIn([]string{path}, data, 0, len(data)); found {
+		return nil, refuse("%s", strings.TrimPrefix(res.Text, "Error: "))
+	}
+	return h.apply(ctx, "edit", func(tx *vfs.Tx) error {
+		old, exists, err := current(tx, p)
+		if err != nil {
+			return err
+		}
+		if err := unchanged(p, exists, old, expect); err != nil || (exists && bytes.Equal(old, data)) {
+			return err
+		}
+		if !exists {
+			if f, err := fileAncestor(tx, p); err != nil || f != "" {
+				if err == nil {
+					err = refuse("%s is a file, so %s cannot be created below it", f, p)
+				}
+				return err
+			}
+		}
+		if res, ok, err := h.checkSize(tx, path, int64(len(old)), int64(len(data))); !ok {
+			if err == nil {
+				err = refuse("%s", strings.TrimPrefix(res.Text, "Error: "))
+			}
+			return err
+		}
+		if exists {
+			return tx.WriteFile(p, data)
+		}
+		return tx.CreateFile(p, data)
+	})
+}
+
+// Remove deletes the file or directory at path (a directory with everything below it).
+// When expect is not nil, path must be a file still holding the content with that digest.
+// The history records the change as command "delete".
+func (h *Handlers) Remove(ctx context.Context, path string, expect *vfs.Digest) (*vfs.Batch, error) {
+	p, err := h.changeable(path)
+	if err != nil {
+		return nil, err
+	}
+	return h.apply(ctx, "delete", func(tx *vfs.Tx) error {
+		if expect != nil {
+			old, exists, err := current(tx, p)
+			if err == nil {
+				err = unchanged(p, exists, old, expect)
+			}
+			if err != nil {
+				return err
+			}
+		} else if _, err := tx.Stat(p); vfs.IsNotExist(err) {
+			return refuse("%s does not exist (any more)", p)
+		} else if err != nil {
+			return err
+		}
+		return tx.RemoveAll(p)
+	})
+}
+
+// changeable checks that the memory takes changes and that path names something below the
+// root.
+func (h *Handlers) changeable(path string) (vfs.Path, error) {
+	if h.readOnly {
+		return vfs.Path{}, refuse("this memory is read-only: it can be looked at, not changed")
+	}
+	p, err := resolveArg(path)
+	if err == nil && p.IsRoot() {
+		err = refuse("%s itself cannot be changed: choose a file in it", vfs.Root)
+	}
+	return p, err
+}
+
+// apply runs a change as a person's command within the call timeout.
+func (h *Handlers) apply(ctx context.Context, command string, fn func(tx *vfs.Tx) error) (*vfs.Batch, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	return h.store.Apply(ctx, command, fn)
+}
+
+// unchanged refuses when the file is not as the person last saw it.
+func unchanged(p vfs.Path, exists bool, old []byte, expect *vfs.Digest) error {
+	switch {
+	case expect == nil:
+		return nil
+	case expect.IsZero() && exists:
+		return refuse("%s was created by someone else meanwhile: reload it, then make your change again", p)
+	case !expect.IsZero() && !exists:
+		return refuse("%s was deleted meanwhile: reload, then make your change again", p)
+	case exists && vfs.DigestOf(old) != *expect:
+		return refuse("%s was changed by someone else since you opened it: reload it, then make your change again", p)
+	}
+	return nil
+}
+
+// Match is a place where a search found its text: in a file's name (Line 0) or on one of
+// its lines.
+type Match struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
+	// Text is the line (or the name), cut to about MaxMatchText bytes around the match.
+	Text string `json:"text"`
+}
+
+// Search limits.
+const (
+	MaxSearchBytes = 256  // the longest text searched for
+	MaxMatches     = 200  // matches returned; Search says when there were more
+	MaxMatchText   = 240  // bytes of a matching line shown
+	searchFileCap  = 1000 // matches counted in one file before moving on
+)
+
+// Search finds text, ignoring case, in the names and lines of every file of the memory,
+// in path order. more reports that there were more than MaxMatches matches.
+func (h *Handlers) Search(ctx context.Context, text string) (matches []Match, more bool, err error) {
+	switch {
+	case strings.TrimSpace(text) == "":
+		return nil, false, refuse("type something to search for")
+	case len(text) > MaxSearchBytes:
+		return nil, false, refuse("search for at most %d bytes of text", MaxSearchBytes)
+	}
+	needle := strings.ToLower(text)
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	err = h.store.View(ctx, func(tx *vfs.Tx) error {
+		tree, err := tx.Tree(vfs.MustResolve(vfs.Root), 1<<20, showAll)
+		if err != nil {
+			return err
+		}
+		var walk func(n vfs.Node, p string) error
+		walk = func(n vfs.Node, p string) error {
+			if more {
+				return nil
+			}
+			if n.Dir {
+				for _, c := range n.Children {
+					if err := walk(c, p+"/"+c.Name); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			add := func(m Match) bool {
+				if len(matches) == MaxMatches {
+					more = true
+					return false
+				}
+				matches = append(matches, m)
+				return true
+			}
+			if strings.Contains(strings.ToLower(n.Name), needle) && !add(Match{Path: p, Text: n.Name}) {
+				return nil
+			}
+			data, err := tx.ReadFile(vfs.MustResolve(p))
+			if errors.Is(err, vfs.ErrNotRegular) || vfs.IsNotExist(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			found := 0
+			for i, line := range strings.Split(string(data), "\n") {
+				at := strings.Index(strings.ToLower(line), needle)
+				if at < 0 {
+					continue
+				}
+				if found++; found > searchFileCap || !add(Match{Path: p, Line: i + 1, Text: excerpt(line, at)}) {
+					return nil
+				}
+			}
+			return nil
+		}
+		return walk(tree, vfs.Root)
+	})
+	return matches, more, err
+}
+
+// excerpt cuts line to about MaxMatchText bytes around byte offset at, on rune
+// boundaries, marking what it cut with "…". (The offset is in the lower-cased line,
+// which is close enough to place a window.)
+func excerpt(line string, at int) string {
+	line = strings.ToValidUTF8(strings.TrimRight(line, "\r"), "\uFFFD")
+	if len(line) <= MaxMatchText {
+		return line
+	}
+	from := max(0, min(at-MaxMatchText/3, len(line)-MaxMatchText))
+	to := min(len(line), from+MaxMatchText)
+	for from > 0 && !utf8.RuneStart(line[from]) {
+		from--
+	}
+	for to < len(line) && !utf8.RuneStart(line[to]) {
+		to++
+	}
+	out := line[from:to]
+	if from > 0 {
+		out = "…" + out
+	}
+	if to < len(line) {
+		out += "…"
+	}
+	return out
+}
+
+// Subscribe registers a subscriber to the memory's change feed (see vfs.Store.Subscribe).
+func (h *Handlers) Subscribe(buffer int) *vfs.Subscription { return h.store.Subscribe(buffer) }
+
+// Watch notices changes other processes make to the memory until ctx is done, so that
+// subscribers hear of them (see vfs.Store.Watch).
+func (h *Handlers) Watch(ctx context.Context, interval time.Duration) { h.store.Watch(ctx, interval) }
+
+// KeepsHistory reports whether the memory keeps a history of its changes.
+func (h *Handlers) KeepsHistory(ctx context.Context) bool { return h.store.KeepsHistory(ctx) }
+
+// MaxFileBytes is the largest a file may grow to.
+func (h *Handlers) MaxFileBytes() int64 { return h.limits.MaxFileBytes }

@@ -1,0 +1,264 @@
+// Browser tests of the web page, run by ui_test.go in Debian's chromium through
+// playwright-core (no browser download). Usage: node browser.cjs local|tenants
+//
+// Environment: UI_URL (local: the login link memory-mcp ui printed; tenants: the server's
+// base URL), ROOT (the memory's directory on disk), SHOTS (where screenshots go), and for
+// tenants RW_TOKEN and RO_TOKEN. The script asks the Go test for an agent's change by
+// printing "AGENT <path> <text as JSON>" and waits for a line on stdin.
+"use strict";
+const { chromium } = require("playwright-core");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const readline = require("node:readline");
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(k + " is not set");
+  return v;
+};
+const mode = process.argv[2];
+const shots = env("SHOTS");
+const root = env("ROOT");
+const disk = (p) => path.join(root, p.replace(/^\/memories\/?/, ""));
+const readDisk = (p) => fs.readFileSync(disk(p), "utf8");
+
+const lines = readline.createInterface({ input: process.stdin });
+const answers = [];
+let waiting = null;
+lines.on("line", (l) => (waiting ? (waiting(l), (waiting = null)) : answers.push(l)));
+const ask = (msg) =>
+  new Promise((resolve) => {
+    console.log(msg);
+    if (answers.length) resolve(answers.shift());
+    else waiting = resolve;
+  });
+
+function step(name) {
+  console.error("step: " + name);
+}
+
+// watch records what must never happen on the page: a dialog, a request outside the page's
+// own /ui/, a page error.
+function watch(page, base) {
+  const bad = [];
+  page.on("dialog", (d) => {
+    bad.push("dialog: " + d.type() + " " + d.message());
+    d.dismiss();
+  });
+  page.on("request", (r) => {
+    const u = r.url();
+    if (!u.startsWith(base + "/ui/")) bad.push("request: " + u);
+  });
+  page.on("pageerror", (e) => bad.push("page error: " + e.message));
+  return bad;
+}
+
+async function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}
+
+async function treeItem(page, p) {
+  const item = page.locator(`#tree li[data-path="${p}"] > .row`);
+  await item.waitFor();
+  return item;
+}
+
+async function confirm(page) {
+  await page.locator("#dialog[open]").waitFor();
+  await page.click("#dialog-ok");
+  await page.locator("#dialog[open]").waitFor({ state: "detached" }).catch(() => {});
+  await page.waitForFunction(() => !document.getElementById("dialog").open);
+}
+
+async function until(what, fn, ms = 15000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      if (await fn()) return;
+    } catch {}
+    if (Date.now() > end) throw new Error("timed out waiting for " + what);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function local() {
+  const link = env("UI_URL");
+  const base = new URL(link).origin;
+  const browser = await launch();
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const bad = watch(page, base);
+
+  step("the link logs in and leaves the token out of the address");
+  await page.goto(link);
+  await treeItem(page, "/memories/notes.md");
+  assert.equal(new URL(page.url()).search, "");
+  assert.ok(!(await page.locator("#read-only").isVisible()));
+  await page.screenshot({ path: path.join(shots, "home.png") });
+
+  step("navigate the tree with the keyboard");
+  await page.locator('#tree li[data-path="/memories"]').focus();
+  await page.keyboard.press("ArrowDown"); // evil.md
+  await page.keyboard.press("ArrowDown"); // notes.md
+  await page.keyboard.press("Enter");
+  await page.locator("#content").waitFor();
+  assert.match(await page.locator("#main h1").innerText(), /notes\.md/);
+  assert.match(await page.locator("#content").innerText(), /The user prefers spaces\./);
+  await page.keyboard.press("ArrowDown"); // projects/
+  await page.keyboard.press("ArrowRight"); // opens it
+  await page.keyboard.press("ArrowDown"); // alpha.md
+  await page.keyboard.press("Enter");
+  await until("alpha.md shown", async () => /Alpha: due in March/.test(await page.locator("#content").innerText()));
+  await page.screenshot({ path: path.join(shots, "file.png") });
+
+  step("a file full of markup is shown as text and runs nothing");
+  await (await treeItem(page, "/memories/evil.md")).click();
+  await page.locator("#content").waitFor();
+  assert.equal(await page.locator("#content").innerText(), readDisk("/memories/evil.md").replace(/\n$/, ""));
+  assert.equal(await page.locator("#main img, #main script, #main a, #main iframe").count(), 0);
+
+  step("the timeline shows a diff between versions");
+  await (await treeItem(page, "/memories/notes.md")).click();
+  await page.click("#tab-history");
+  await page.locator("#diff").waitFor();
+  const diff = await page.locator("#diff").innerText();
+  assert.match(diff, /^-The user prefers tabs\.$/m);
+  assert.match(diff, /^\+The user prefers spaces\.$/m);
+  const oldest = page.locator("#versions li").last();
+  await oldest.locator("button").click();
+  await page.selectOption("#compare", { index: 1 }); // the newest version, against the oldest
+  await until("the diff between two chosen versions", async () => /^\+The user prefers spaces\.$/m.test(await page.locator("#diff").innerText()));
+  await page.screenshot({ path: path.join(shots, "history.png") });
+
+  step("restore the first version and see the file change on disk");
+  await page.click("#restore-version");
+  await confirm(page);
+  await until("the restored content on disk", () => readDisk("/memories/notes.md").includes("The user prefers tabs."));
+  await until("the restore in the timeline", async () => /restore/.test(await page.locator("#versions").innerText()));
+
+  step("edit a file: saved on disk, recorded as actor web");
+  await page.click("#tab-content");
+  await page.locator("#edit").click();
+  await page.locator("#editor").fill("# Notes\n\nEdited by a person.\n");
+  await page.keyboard.press("Control+s");
+  await until("the edit on disk", () => readDisk("/memories/notes.md") === "# Notes\n\nEdited by a person.\n");
+  await page.click("#tab-history");
+  await until("the edit in the timeline", async () => /^web · edit/m.test(await page.locator("#versions li").first().innerText()));
+
+  step("delete a file");
+  await (await treeItem(page, "/memories/projects/alpha.md")).click();
+  await page.locator("#delete").click();
+  await confirm(page);
+  await until("the file gone from disk", () => !fs.existsSync(disk("/memories/projects/alpha.md")));
+  await until("the file gone from the tree", async () => (await page.locator('#tree li[data-path="/memories/projects/alpha.md"]').count()) === 0);
+
+  step("search across files");
+  await page.keyboard.press("/");
+  await page.keyboard.type("TUESDAYS");
+  await page.keyboard.press("Enter");
+  await page.locator("#results").waitFor();
+  const results = await page.locator("#results").innerText();
+  assert.match(results, /\/memories\/projects\/beta\.md/);
+  assert.match(results, /Release on Tuesdays/);
+  await page.screenshot({ path: path.join(shots, "search.png") });
+  await page.locator("#results button").first().click();
+  await page.locator("#content .line.hit").waitFor();
+  assert.match(await page.locator("#content .line.hit").innerText(), /Tuesdays/);
+
+  step("search for markup shows it as text");
+  await page.fill("#search", "onerror");
+  await page.press("#search", "Enter");
+  await until("the markup result", async () => /onerror/.test(await page.locator("#results").innerText()));
+  assert.equal(await page.locator("#main img").count(), 0);
+
+  step("an agent's change over MCP, made by another process, appears live");
+  await page.locator("#home").click();
+  const answer = await ask('AGENT /memories/agent.md "Learned: the build needs Go 1.26.\\n"');
+  assert.equal(answer, "done");
+  await until("the agent's file in the activity feed", async () => /\/memories\/agent\.md/.test(await page.locator("#feed").innerText()));
+  await treeItem(page, "/memories/agent.md");
+  await page.screenshot({ path: path.join(shots, "live.png") });
+
+  step("a narrow (phone) window and dark mode");
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.locator("#toggle-files").click();
+  await (await treeItem(page, "/memories/agent.md")).click();
+  await page.locator("#content").waitFor();
+  await page.screenshot({ path: path.join(shots, "phone.png"), fullPage: true });
+  await page.emulateMedia({ colorScheme: "dark" });
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.notEqual(bg, "rgb(247, 247, 249)", "dark mode follows the system");
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.screenshot({ path: path.join(shots, "dark.png") });
+
+  step("the one-time link does not work twice");
+  const again = await browser.newContext();
+  const res = await (await again.newPage()).goto(link);
+  assert.equal(res.status(), 401);
+  await again.close();
+
+  step("nothing in the memory ran");
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(bad, []);
+  await browser.close();
+}
+
+async function tenants() {
+  const base = env("UI_URL");
+  const browser = await launch();
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  const bad = watch(page, base);
+
+  step("a wrong token is refused");
+  await page.goto(base + "/ui/");
+  await page.locator("#login-token").waitFor();
+  await page.fill("#login-token", "mmcp_not-a-token");
+  await page.click("#login-form button");
+  await until("the refusal", async () => /no memory/.test(await page.locator("#login-error").innerText()));
+  await page.screenshot({ path: path.join(shots, "login.png") });
+
+  step("a tenant logs in with its bearer token and changes its own memory");
+  await page.fill("#login-token", env("RW_TOKEN"));
+  await page.click("#login-form button");
+  await treeItem(page, "/memories/secret.md");
+  assert.match(await page.locator("#memory-name").innerText(), /alice/);
+  await (await treeItem(page, "/memories/secret.md")).click();
+  await page.locator("#edit").click();
+  await page.locator("#editor").fill("alice's secret, edited on the page\n");
+  await page.click("#save");
+  await until("alice's edit on disk", () => fs.readFileSync(path.join(root, "alice", "secret.md"), "utf8") === "alice's secret, edited on the page\n");
+  await page.click("#logout");
+  await page.locator("#login-token").waitFor();
+
+  step("a read-only tenant sees but cannot change");
+  await page.fill("#login-token", env("RO_TOKEN"));
+  await page.click("#login-form button");
+  await treeItem(page, "/memories/secret.md");
+  assert.ok(await page.locator("#read-only").isVisible());
+  await (await treeItem(page, "/memories/secret.md")).click();
+  await page.locator("#content").waitFor();
+  assert.equal(await page.locator("#edit, #delete, #new-file, #restore-all").filter({ visible: true }).count(), 0);
+  const before = fs.readFileSync(path.join(root, "carol", "secret.md"), "utf8");
+  const status = await page.evaluate(async () => {
+    const s = await (await fetch("api/session")).json();
+    const r = await fetch("api/save", { method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": s.csrf }, body: JSON.stringify({ path: "/memories/secret.md", text: "changed" }) });
+    return r.status;
+  });
+  assert.equal(status, 403);
+  assert.equal(fs.readFileSync(path.join(root, "carol", "secret.md"), "utf8"), before);
+  await page.screenshot({ path: path.join(shots, "read-only.png") });
+  assert.deepEqual(bad, []);
+  await browser.close();
+}
+
+(mode === "local" ? local() : tenants()).then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err && err.stack ? err.stack : err);
+    process.exit(1);
+  },
+);
