@@ -54,7 +54,7 @@ type Server struct {
 	sessions   sync.Map                 // MCP session id → name of the tenant that opened it
 	// tenantsRemoved, set by ServeHTTP, ends the event streams of tenants SetTenants removed.
 	tenantsRemoved atomic.Pointer[func(names []string)]
-	authFailures   zerolog.Logger // sampled: a flood of bad tokens writes a few lines a second
+	authFailures   zerolog.Logger                // sampled: a flood of bad tokens writes a few lines a second
 	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
 }
 

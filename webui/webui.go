@@ -37,8 +37,8 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 // Limits of the page's requests.
 const (
-	maxSessions        = 1000             // sessions at once; beyond, the least recently used ends
-	sessionIdle        = 12 * time.Hour   // a session unused this long ends
+	maxSessions        = 1000           // sessions at once; beyond, the least recently used ends
+	sessionIdle        = 12 * time.Hour // a session unused this long ends
 	sessionMaxAge      = 7 * 24 * time.Hour
 	maxBusy            = 16               // API requests being served at once
 	maxStreams         = 64               // live activity streams at once
