@@ -60,7 +60,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ui := g.s.ui.Load(); ui != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, webui.Prefix)) {
 		// The page checks origins, sessions and CSRF tokens itself (its own origin is
 		// allowed, as the MCP endpoint's is not); the Host check is the same.
-		if g.loopback && !loopbackHost(r.Host) && !g.hostAllowed(r.Host) {
+		if g.loopback && !webui.LoopbackHost(r.Host) && !g.hostAllowed(r.Host) {
 			refuse(w, http.StatusForbidden, "Forbidden: this server only answers requests addressed to the local host")
 			return
 		}
@@ -71,7 +71,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, "Forbidden: requests from this web origin are not allowed (see -allowed-origins)")
 		return
 	}
-	if g.loopback && !loopbackHost(r.Host) && !g.hostAllowed(r.Host) {
+	if g.loopback && !webui.LoopbackHost(r.Host) && !g.hostAllowed(r.Host) {
 		refuse(w, http.StatusForbidden, "Forbidden: this server only answers requests addressed to the local host")
 		return
 	}
@@ -166,7 +166,7 @@ func (g *gate) originAllowed(r *http.Request) bool {
 		return true
 	}
 	u, err := url.Parse(origin)
-	return g.loopback && err == nil && u.Host != "" && loopbackHost(u.Host)
+	return g.loopback && err == nil && u.Host != "" && webui.LoopbackHost(u.Host)
 }
 
 // serveStream serves a long-lived event stream (GET /mcp, GET /sse) within the stream

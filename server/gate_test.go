@@ -33,6 +33,13 @@ func testGate(t *testing.T, opts HTTPOptions, tokens map[string]string, addr str
 		tenants = append(tenants, NewTenant(spec, handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())))
 	}
 	s := New(h, Config{Version: "test", Logger: zerolog.Nop(), Tenants: tenants})
+	return serve(t, s, opts, addr), s
+}
+
+// serve serves s over HTTP on addr (127.0.0.1:0 unless given) until the test ends, and
+// returns its base URL.
+func serve(t *testing.T, s *Server, opts HTTPOptions, addr string) string {
+	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -52,7 +59,7 @@ func testGate(t *testing.T, opts HTTPOptions, tokens map[string]string, addr str
 	go func() { s.ServeHTTP(ctx, opts); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return "http://127.0.0.1:" + port, s
+	return "http://127.0.0.1:" + port
 }
 
 func sha(token string) string {

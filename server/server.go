@@ -136,20 +136,25 @@ func (s *Server) handlersFor(ctx context.Context) *handlers.Handlers {
 
 // SetTenants replaces the tenants (the tenants file was reloaded). A removed tenant's token
 // is refused from now on, its sessions are forgotten and its event streams end; a tenant
-// whose token changed must use the new one.
+// whose token changed must use the new one, and its sessions on the web page end (a token
+// is rotated when it may have leaked).
 func (s *Server) SetTenants(tenants []Tenant) {
 	old := *s.tenants.Swap(&tenants)
-	var removed []string
+	var removed, rotated []string
 	for _, o := range old {
-		if !slices.ContainsFunc(tenants, func(t Tenant) bool { return t.Name == o.Name }) {
+		i := slices.IndexFunc(tenants, func(t Tenant) bool { return t.Name == o.Name })
+		switch {
+		case i < 0:
 			removed = append(removed, o.Name)
+		case tenants[i].hash != o.hash:
+			rotated = append(rotated, o.Name)
 		}
+	}
+	if ui := s.ui.Load(); ui != nil && len(removed)+len(rotated) > 0 {
+		ui.EndSessions(append(removed, rotated...))
 	}
 	if len(removed) == 0 {
 		return
-	}
-	if ui := s.ui.Load(); ui != nil {
-		ui.EndSessions(removed)
 	}
 	s.sessions.Range(func(id, owner any) bool {
 		if slices.Contains(removed, owner.(string)) {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -162,6 +161,9 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 		s.log.Warn().Msg("calls still running after the shutdown timeout; stopping anyway")
 	}
 	closeStreams() // long-lived event streams would otherwise hold Shutdown open
+	if ui := s.ui.Load(); ui != nil {
+		ui.EndAll() // and so would the web page's
+	}
 	if err := <-shut; err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -174,15 +176,3 @@ func isLoopback(addr net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}

@@ -38,6 +38,10 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request, name string) {
 		apiError(w, http.StatusForbidden, "the request lacks the page's CSRF token: reload the page")
 		return
 	}
+	if change && name != "logout" && mem.ReadOnlyStore() {
+		apiError(w, http.StatusForbidden, "this memory is read-only: it can be looked at, not changed")
+		return
+	}
 	if name == "events" {
 		h.events(w, r, s, mem)
 		return

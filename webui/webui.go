@@ -293,7 +293,6 @@ func Serve(ctx context.Context, ln net.Listener, h *Handler) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -356,10 +355,7 @@ func (h *Handler) errStatus(err error, r *http.Request) (int, string) {
 	var refusal *handlers.Refusal
 	switch {
 	case errors.As(err, &refusal):
-		if strings.Contains(refusal.Msg, "read-only") {
-			return http.StatusForbidden, refusal.Msg
-		}
-		return http.StatusConflict, refusal.Msg
+		return http.StatusConflict, refusal.Msg // the memory is not as the request needs
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "the storage did not answer in time; try again"
 	}
