@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -341,10 +342,26 @@ func TestAPI(t *testing.T) {
 	if got := p.memory(); got != "/memories/a.md=first\n;" {
 		t.Errorf("memory after restore: %s", got)
 	}
+	// And forward again, to a time: the whole memory as it was after the two saves.
+	var log struct{ Versions []vfs.Version }
+	p.json(p.do("GET", "/ui/api/log?path=/memories/a.md&actor=web&n=1", nil, nil), 200, &log) // the restore
+	p.json(p.do("GET", "/ui/api/log?path=/memories/a.md&actor=web&n=2", nil, nil), 200, &log) // and the save before it
+	if len(log.Versions) != 2 || log.Versions[1].Command != "edit" {
+		t.Fatalf("log: %+v", log.Versions)
+	}
+	var again handlers.Restored
+	p.json(p.do("POST", "/ui/api/restore", map[string]any{"path": "/memories", "at": log.Versions[1].Time}, nil), 200, &again)
+	if len(again.Created) != 1 || len(again.Modified) != 1 {
+		t.Errorf("restore to a time: %+v", again)
+	}
+	events.next(t)
+	if got := p.memory(); got != "/memories/a.md=mine\n;/memories/d/new.md=hello <b>there</b>\n;" {
+		t.Errorf("memory after restore to a time: %s", got)
+	}
 	var found struct {
 		Matches []handlers.Match
 	}
-	p.json(p.do("GET", "/ui/api/search?q=FIRST", nil, nil), 200, &found)
+	p.json(p.do("GET", "/ui/api/search?q=MINE", nil, nil), 200, &found)
 	if len(found.Matches) != 1 || found.Matches[0].Line != 1 {
 		t.Errorf("search: %+v", found)
 	}
@@ -352,15 +369,15 @@ func TestAPI(t *testing.T) {
 	if b := events.next(t); b.Changes[0].Kind != vfs.Deleted {
 		t.Errorf("delete event %+v", b)
 	}
-	var log struct{ Versions []vfs.Version }
 	p.json(p.do("GET", "/ui/api/log?path=/memories/a.md", nil, nil), 200, &log)
-	if len(log.Versions) != 4 || log.Versions[0].Actor != vfs.ActorWeb || log.Versions[0].Command != "delete" {
+	if len(log.Versions) != 5 || log.Versions[0].Actor != vfs.ActorWeb || log.Versions[0].Command != "delete" {
 		t.Errorf("log: %+v", log.Versions)
 	}
 }
 
 type stream struct {
-	sc *bufio.Scanner
+	sc    *bufio.Scanner
+	lines chan string
 }
 
 // stream opens the live activity stream and waits for its first event.
@@ -370,18 +387,39 @@ func (p *page) stream() *stream {
 	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
 		p.t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	s := &stream{sc: bufio.NewScanner(res.Body)}
-	if s.sc.Scan(); s.sc.Text() != "event: hello" {
-		p.t.Fatalf("first event %q", s.sc.Text())
+	s := &stream{sc: bufio.NewScanner(res.Body), lines: make(chan string)}
+	go func() {
+		defer close(s.lines)
+		for s.sc.Scan() {
+			s.lines <- s.sc.Text()
+		}
+	}()
+	if first := s.line(p.t); first != "event: hello" {
+		p.t.Fatalf("first event %q", first)
 	}
 	return s
+}
+
+// line returns the stream's next line; the test fails if none comes within 10 s.
+func (s *stream) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-s.lines:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10 s")
+	}
+	return ""
 }
 
 func (s *stream) next(t *testing.T) vfs.Batch {
 	t.Helper()
 	event := ""
-	for s.sc.Scan() {
-		line := s.sc.Text()
+	for {
+		line := s.line(t)
 		if e, ok := strings.CutPrefix(line, "event: "); ok {
 			event = e
 		}
@@ -393,8 +431,6 @@ func (s *stream) next(t *testing.T) vfs.Batch {
 			return b
 		}
 	}
-	t.Fatal("the stream ended")
-	return vfs.Batch{}
 }
 
 // memory-mcp ui answers only requests addressed to the local host (DNS rebinding).

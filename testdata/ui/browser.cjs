@@ -67,6 +67,13 @@ async function treeItem(page, p) {
   return item;
 }
 
+// openFile opens a file from the tree and waits until the page shows it.
+async function openFile(page, p) {
+  await (await treeItem(page, p)).click();
+  const name = p.slice(p.lastIndexOf("/") + 1);
+  await until("the page showing " + p, async () => (await page.locator("#main h1").innerText()) === name && (await page.locator("#content, #main .empty").count()) > 0);
+}
+
 async function confirm(page) {
   await page.locator("#dialog[open]").waitFor();
   await page.click("#dialog-ok");
@@ -116,13 +123,12 @@ async function local() {
   await page.screenshot({ path: path.join(shots, "file.png") });
 
   step("a file full of markup is shown as text and runs nothing");
-  await (await treeItem(page, "/memories/evil.md")).click();
-  await page.locator("#content").waitFor();
+  await openFile(page, "/memories/evil.md");
   assert.equal(await page.locator("#content").innerText(), readDisk("/memories/evil.md").replace(/\n$/, ""));
   assert.equal(await page.locator("#main img, #main script, #main a, #main iframe").count(), 0);
 
   step("the timeline shows a diff between versions");
-  await (await treeItem(page, "/memories/notes.md")).click();
+  await openFile(page, "/memories/notes.md");
   await page.click("#tab-history");
   await page.locator("#diff").waitFor();
   const diff = await page.locator("#diff").innerText();
@@ -142,6 +148,7 @@ async function local() {
 
   step("edit a file: saved on disk, recorded as actor web");
   await page.click("#tab-content");
+  await page.locator("#content").waitFor();
   await page.locator("#edit").click();
   await page.locator("#editor").fill("# Notes\n\nEdited by a person.\n");
   await page.keyboard.press("Control+s");
@@ -150,7 +157,7 @@ async function local() {
   await until("the edit in the timeline", async () => /^web · edit/m.test(await page.locator("#versions li").first().innerText()));
 
   step("delete a file");
-  await (await treeItem(page, "/memories/projects/alpha.md")).click();
+  await openFile(page, "/memories/projects/alpha.md");
   await page.locator("#delete").click();
   await confirm(page);
   await until("the file gone from disk", () => !fs.existsSync(disk("/memories/projects/alpha.md")));
@@ -186,8 +193,7 @@ async function local() {
   step("a narrow (phone) window and dark mode");
   await page.setViewportSize({ width: 390, height: 844 });
   await page.locator("#toggle-files").click();
-  await (await treeItem(page, "/memories/agent.md")).click();
-  await page.locator("#content").waitFor();
+  await openFile(page, "/memories/agent.md");
   await page.screenshot({ path: path.join(shots, "phone.png"), fullPage: true });
   await page.emulateMedia({ colorScheme: "dark" });
   const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
@@ -226,7 +232,7 @@ async function tenants() {
   await page.click("#login-form button");
   await treeItem(page, "/memories/secret.md");
   assert.match(await page.locator("#memory-name").innerText(), /alice/);
-  await (await treeItem(page, "/memories/secret.md")).click();
+  await openFile(page, "/memories/secret.md");
   await page.locator("#edit").click();
   await page.locator("#editor").fill("alice's secret, edited on the page\n");
   await page.click("#save");
@@ -239,8 +245,7 @@ async function tenants() {
   await page.click("#login-form button");
   await treeItem(page, "/memories/secret.md");
   assert.ok(await page.locator("#read-only").isVisible());
-  await (await treeItem(page, "/memories/secret.md")).click();
-  await page.locator("#content").waitFor();
+  await openFile(page, "/memories/secret.md");
   assert.equal(await page.locator("#edit, #delete, #new-file, #restore-all").filter({ visible: true }).count(), 0);
   const before = fs.readFileSync(path.join(root, "carol", "secret.md"), "utf8");
   const status = await page.evaluate(async () => {
