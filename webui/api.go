@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -273,7 +274,7 @@ func (h *Handler) logout(r *http.Request) {
 func fileJSON(path string, data []byte, d vfs.Digest) map[string]any {
 	return map[string]any{
 		"path": path, "text": string(data), "size": len(data), "sha256": d,
-		"binary": !utf8.Valid(data) || strings.ContainsRune(string(data), 0),
+		"binary": !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0,
 	}
 }
 

@@ -30,6 +30,10 @@ type page struct {
 const tenantToken = "mmcp_tenant-token"
 
 func newPage(t *testing.T, opts ...handlers.Option) *page {
+	return newPageAt(t, time.Now, opts...)
+}
+
+func newPageAt(t *testing.T, now func() time.Time, opts ...handlers.Option) *page {
 	t.Helper()
 	store := vfs.NewMemoryStore()
 	seed := handlers.New(store, handlers.Limits{})
@@ -46,6 +50,7 @@ func newPage(t *testing.T, opts ...handlers.Option) *page {
 			return nil
 		},
 		Login: func(token string) (string, bool) { return "alice", token == tenantToken },
+		Now:   now,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(webui.Prefix, p.ui)
@@ -467,4 +472,30 @@ func TestServeRefusesOtherHosts(t *testing.T) {
 			t.Errorf("Host %q: no CSP", host)
 		}
 	}
+}
+
+// A session ends after 12 hours unused, and after 7 days however used; a session has at
+// most 4 live streams.
+func TestSessionBounds(t *testing.T) {
+	now := time.Now()
+	p := newPageAt(t, func() time.Time { return now })
+	p.login()
+	for range 4 {
+		p.stream()
+	}
+	if res := p.do("GET", "/ui/api/events", nil, nil); res.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a fifth stream: %d", res.StatusCode)
+	}
+	now = now.Add(11 * time.Hour)
+	p.json(p.do("GET", "/ui/api/tree", nil, nil), 200, nil)
+	now = now.Add(13 * time.Hour)
+	p.json(p.do("GET", "/ui/api/tree", nil, nil), 401, nil)
+
+	p.login()
+	for range 15 { // used every 11 hours, for 165 hours
+		now = now.Add(11 * time.Hour)
+		p.json(p.do("GET", "/ui/api/tree", nil, nil), 200, nil)
+	}
+	now = now.Add(4 * time.Hour)
+	p.json(p.do("GET", "/ui/api/tree", nil, nil), 401, nil)
 }
