@@ -177,3 +177,32 @@ func BenchmarkHistory10kVersions(b *testing.B) {
 		})
 	}
 }
+
+// The web page's reads over a memory of 1,000 files (1 KiB each, in 10 directories) with a
+// version of each: the tree with last-change times, and a search that reads every file.
+func BenchmarkWebPageReads(b *testing.B) {
+	for _, backend := range benchBackends {
+		h := openHistoryBench(b, backend, true)
+		ctx := context.Background()
+		line := bytes.Repeat([]byte("a line of memory, "), 56)[:1000]
+		for i := range 1000 {
+			if _, err := h.Write(ctx, fmt.Sprintf("/memories/d%d/f%d.md", i%10, i), append(line, '\n'), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(backend+"/files", func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := h.Files(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(backend+"/search", func(b *testing.B) {
+			for b.Loop() {
+				if m, _, err := h.Search(ctx, "not there"); err != nil || len(m) != 0 {
+					b.Fatal(err, m)
+				}
+			}
+		})
+	}
+}
