@@ -38,10 +38,32 @@ const MaxTreeEntries = 20000
 // sees what the model can reach), with sizes and the time of each one's last change.
 // truncated reports that the memory holds more than MaxTreeEntries entries.
 func (h *Handlers) Files(ctx context.Context) (root FileNode, truncated bool, err error) {
+	return h.files(ctx, showAll)
+}
+
+// FileList returns the memory's files, without the hidden ones (as the model's listings),
+// sorted by path: what MCP clients get as resources. Directories are left out.
+func (h *Handlers) FileList(ctx context.Context) ([]FileNode, error) {
+	root, _, err := h.files(ctx, hidden)
+	var out []FileNode
+	var walk func(n FileNode)
+	walk = func(n FileNode) {
+		if !n.Dir {
+			out = append(out, n)
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	return out, err
+}
+
+func (h *Handlers) files(ctx context.Context, skip func(string) bool) (root FileNode, truncated bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	err = h.store.View(ctx, func(tx *vfs.Tx) error {
-		tree, err := tx.Tree(vfs.MustResolve(vfs.Root), 1<<20, showAll)
+		tree, err := tx.Tree(vfs.MustResolve(vfs.Root), 1<<20, skip)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -167,3 +168,14 @@ func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) 
 
 // hidden reports whether a listing leaves an entry out: hidden entries and node_modules.
 func hidden(name string) bool { return name == "" || name[0] == '.' || name == "node_modules" }
+
+// Listed reports whether a listing shows the file at path p: no element of it is hidden
+// (starts with a dot, or is node_modules).
+func Listed(p string) bool {
+	for _, name := range strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, vfs.Root), "/"), "/") {
+		if hidden(name) {
+			return false
+		}
+	}
+	return true
+}

@@ -56,6 +56,7 @@ type Server struct {
 	tenantsRemoved atomic.Pointer[func(names []string)]
 	authFailures   zerolog.Logger                // sampled: a flood of bad tokens writes a few lines a second
 	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
+	notify         *notifier                     // resource notifications
 }
 
 // New builds the server over the given handlers.
@@ -85,10 +86,19 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 			res.Tools = slices.DeleteFunc(res.Tools, func(t mcp.Tool) bool { return t.Name != "memory_view" })
 		}
 	})
+	s.notify = newNotifier(s)
+	s.notify.hooks(hooks)
+	hooks.AddAfterListResources(func(ctx context.Context, id any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+		s.listResources(ctx, req, res)
+	})
 	opts := []mcpserver.ServerOption{
 		mcpserver.WithHooks(hooks),
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithPromptCapabilities(false),
+		mcpserver.WithResourceCapabilities(true, true),
+		mcpserver.WithCompletions(),
+		mcpserver.WithResourceCompletionProvider(s),
+		mcpserver.WithLogging(),
 		mcpserver.WithLogger(slog.New(zerolog.NewSlogHandler(sdkLogger(cfg.Logger)))),
 		mcpserver.WithTitle("Memory"),
 		mcpserver.WithDescription("A /memories directory that keeps what the model learns across conversations (Anthropic's memory tool)."),
@@ -110,6 +120,7 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 		text = DefaultInstructions(cfg.Tools)
 	}
 	s.mcp.AddPrompt(protocolPrompt(text))
+	s.mcp.AddResourceTemplate(resourcesTemplate(), s.readResource)
 	return s
 }
 
@@ -194,7 +205,9 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 		}
 		ctx = vfs.WithActor(ctx, actor)
 		res := s.call(ctx, command, cmd, args)
-		logCall(log, tool, cmd, args, res, time.Since(start))
+		d := time.Since(start)
+		logCall(log, tool, cmd, args, res, d)
+		s.logToClient(ctx, tool, cmd, args, res, d)
 		if res.IsError {
 			return mcp.NewToolResultError(res.Text), nil
 		}
@@ -215,49 +228,97 @@ func (s *Server) call(ctx context.Context, command, cmd string, args map[string]
 	return h.Call(ctx, command, args)
 }
 
-// logCall writes the call's line: tool, command, virtual paths, bytes in and out, duration
-// and outcome ("ok", "refused" for an error the model can act on, "failed" for a storage
-// failure or panic, whose cause goes with it) with the error's code. A call of a changing
-// command is an audit line, which also gives the bytes before and after the change: the
-// sums over the files the change feed says it changed (a directory counts every file below
-// it). File contents are never logged.
-func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
-	ev := log.Info()
-	outcome := "ok"
+// call describes one tool call for the log and the client: tool, command, virtual paths,
+// bytes in and out, duration and outcome ("ok", "refused" for an error the model can act
+// on, "failed" for a storage failure or panic) with the error's code. A changing command's
+// line is an audit line, which also gives the bytes before and after the change: the sums
+// over the files the change feed says it changed (a directory counts every file below it).
+// File contents are never part of it.
+type callLine struct {
+	tool, command     string
+	paths             [][2]string // argument name, value
+	bytesIn, bytesOut int
+	duration          time.Duration
+	outcome, code     string
+	err               error
+	audit             bool
+	before, after     int64
+}
+
+func describeCall(tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) callLine {
+	c := callLine{tool: tool, command: cmd, bytesOut: len(res.Text), duration: d, outcome: "ok", code: res.Code, err: res.Err}
 	switch {
 	case res.Err != nil:
-		ev, outcome = log.Error().Err(res.Err), "failed"
+		c.outcome = "failed"
 	case res.IsError:
-		outcome = "refused"
+		c.outcome = "refused"
 	}
-	ev = ev.Str("tool", tool).Str("command", cmd)
 	for _, k := range []string{"path", "old_path", "new_path"} {
 		if v, ok := args[k].(string); ok {
 			if len(v) > vfs.MaxPathBytes || handlers.HasSecret(v) {
 				v = "[redacted]" // a path that could not be valid, or that carries a credential
 			}
-			ev = ev.Str(k, v)
+			c.paths = append(c.paths, [2]string{k, v})
 		}
 	}
-	in := 0
 	for _, k := range []string{"file_text", "old_str", "new_str", "insert_text"} {
 		if v, ok := args[k].(string); ok {
-			in += len(v)
+			c.bytesIn += len(v)
 		}
 	}
-	ev = ev.Int("bytes_in", in).Int("bytes_out", len(res.Text)).Dur("duration", d).Str("outcome", outcome)
-	if res.Code != "" {
-		ev = ev.Str("code", res.Code)
+	c.audit = cmd != "view" && slices.Contains(handlers.Commands, cmd)
+	if c.audit && res.Batch != nil {
+		c.before, c.after = res.Batch.Bytes()
 	}
-	if cmd == "view" || !slices.Contains(handlers.Commands, cmd) {
+	return c
+}
+
+// logCall writes the call's line to the server's log.
+func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
+	c := describeCall(tool, cmd, args, res, d)
+	ev := log.Info()
+	if c.err != nil {
+		ev = log.Error().Err(c.err)
+	}
+	ev = ev.Str("tool", c.tool).Str("command", c.command)
+	for _, p := range c.paths {
+		ev = ev.Str(p[0], p[1])
+	}
+	ev = ev.Int("bytes_in", c.bytesIn).Int("bytes_out", c.bytesOut).Dur("duration", c.duration).Str("outcome", c.outcome)
+	if c.code != "" {
+		ev = ev.Str("code", c.code)
+	}
+	if !c.audit {
 		ev.Msg("tool call")
 		return
 	}
-	var before, after int64
-	if res.Batch != nil {
-		before, after = res.Batch.Bytes()
+	ev.Int64("bytes_before", c.before).Int64("bytes_after", c.after).Msg("audit")
+}
+
+// logToClient sends the call's line to the client as an MCP log message (logging
+// capability), when the session asked for that level: info for a call that worked, warning
+// for a refused one, error for a failure (whose cause stays in the server's log).
+func (s *Server) logToClient(ctx context.Context, tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
+	c := describeCall(tool, cmd, args, res, d)
+	level := mcp.LoggingLevelInfo
+	switch c.outcome {
+	case "refused":
+		level = mcp.LoggingLevelWarning
+	case "failed":
+		level = mcp.LoggingLevelError
 	}
-	ev.Int64("bytes_before", before).Int64("bytes_after", after).Msg("audit")
+	data := map[string]any{"tool": c.tool, "command": c.command, "bytes_in": c.bytesIn, "bytes_out": c.bytesOut,
+		"duration_ms": float64(c.duration.Microseconds()) / 1000, "outcome": c.outcome}
+	for _, p := range c.paths {
+		data[p[0]] = p[1]
+	}
+	if c.code != "" {
+		data["code"] = c.code
+	}
+	if c.audit {
+		data["bytes_before"], data["bytes_after"] = c.before, c.after
+	}
+	s.mcp.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, "memory-mcp", data))
 }
 
 // drain waits until no tool call is running, or until timeout; it reports whether all finished.

@@ -110,6 +110,29 @@ func TestSnapshots(t *testing.T) {
 	}
 }
 
+// The resource template and the resources of a small memory (awkward names included) are
+// snapshotted too. The memory keeps no history, so no last-modified time varies the list.
+func TestResourceSnapshots(t *testing.T) {
+	h := handlers.New(vfs.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true})), handlers.DefaultLimits())
+	ctx := context.Background()
+	for _, p := range []string{"/memories/notes.md", "/memories/projects/a b#1.txt", "/memories/ü?.md", "/memories/.hidden.md"} {
+		if res := h.Exec(ctx, map[string]any{"command": "create", "path": p, "file_text": "text of " + p + "\n"}); res.IsError {
+			t.Fatal(res.Text)
+		}
+	}
+	_, c := newServerFrom(t, server.New(h, server.Config{Version: "test", Logger: zerolog.Nop()}))
+	templates, err := c.ListResourceTemplates(ctx, mcp.ListResourceTemplatesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "resource_templates.json", indentJSON(t, templates))
+	list, err := c.ListResources(ctx, mcp.ListResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "resources_list.json", indentJSON(t, list))
+}
+
 func TestToolFacts(t *testing.T) {
 	_, c := newServer(t, server.ToolsSplit, nil)
 	tools, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})

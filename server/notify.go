@@ -1,0 +1,330 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// Resource notifications: notifications/resources/list_changed when files of a memory
+// appear or disappear, and notifications/resources/updated to whoever subscribed to a file
+// when it changes, whoever changed it.
+//
+// mcp-go v1.2.1 acknowledges resources/subscribe but never sends resources/updated: none
+// of its sessions records subscriptions, and its broadcast keeps that notification off the
+// 2026-07-28 subscriptions/listen streams (server/subscriptions.go,
+// subscriptionAllowsNotification). So this file keeps the listeners itself and writes the
+// notifications into their sessions' channels:
+//
+//   - a 2025-era session (it sent initialize) listens from its initialize: list_changed
+//     always, updated for the URIs it subscribed to with resources/subscribe;
+//   - a 2026-07-28 subscriptions/listen stream listens for what it opted in to, for as long
+//     as the request runs, and every notification carries its subscription id.
+//
+// Each memory with a listener has one watch: a subscriber of the memory's change feed, and
+// a Watch of the storage so that changes by other processes (exec, another server, another
+// replica) arrive too. Changes are attributed by path, so a tenant's listeners hear only
+// of its own memory.
+
+// watchInterval is how often a watched memory is checked for changes by other processes.
+const watchInterval = 250 * time.Millisecond
+
+type notifier struct {
+	s *Server
+
+	mu       sync.Mutex
+	sessions map[string]*listener // 2025-era sessions, by session id (registered ones)
+	watches  map[*handlers.Handlers]*watch
+}
+
+// listener is one session or listen stream that receives notifications.
+type listener struct {
+	session     mcpserver.ClientSession
+	mem         *handlers.Handlers
+	subID       any  // the subscriptions/listen request's id; nil for a 2025-era session
+	active      bool // a 2025-era session becomes active at initialize
+	listChanged bool
+	uris        map[string]vfs.Digest // subscribed URIs → the content last announced
+}
+
+// watch follows one memory for its listeners.
+type watch struct {
+	listeners map[*listener]bool
+	paths     map[string]bool // the listed files, to tell list changes made elsewhere
+	stop      context.CancelFunc
+}
+
+func newNotifier(s *Server) *notifier {
+	return &notifier{s: s, sessions: map[string]*listener{}, watches: map[*handlers.Handlers]*watch{}}
+}
+
+// hooks connects the notifier to mcp-go's session and request hooks.
+func (n *notifier) hooks(h *mcpserver.Hooks) {
+	h.AddOnRegisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
+		if mem := n.s.handlersFor(ctx); mem != nil {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			l := &listener{session: session, mem: mem, listChanged: true, uris: map[string]vfs.Digest{}}
+			n.sessions[session.SessionID()] = l
+			// Streamable HTTP registers a session after its initialize; stdio before.
+			if session.Initialized() {
+				l.active = true
+				n.addLocked(l)
+			}
+		}
+	})
+	h.AddOnUnregisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if l := n.sessions[session.SessionID()]; l != nil {
+			delete(n.sessions, session.SessionID())
+			n.removeLocked(l)
+		}
+	})
+	h.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
+		if session := mcpserver.ClientSessionFromContext(ctx); session != nil {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if l := n.sessions[session.SessionID()]; l != nil && !l.active {
+				l.active = true
+				n.addLocked(l)
+			}
+		}
+	})
+	h.AddAfterSubscribe(func(ctx context.Context, id any, req *mcp.SubscribeRequest, res *mcp.EmptyResult) {
+		if session := mcpserver.ClientSessionFromContext(ctx); session != nil {
+			n.subscribe(session.SessionID(), req.Params.URI, true)
+		}
+	})
+	h.AddAfterUnsubscribe(func(ctx context.Context, id any, req *mcp.UnsubscribeRequest, res *mcp.EmptyResult) {
+		if session := mcpserver.ClientSessionFromContext(ctx); session != nil {
+			n.subscribe(session.SessionID(), req.Params.URI, false)
+		}
+	})
+	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
+		session := mcpserver.ClientSessionFromContext(ctx)
+		mem := n.s.handlersFor(ctx)
+		f := req.Params.Notifications
+		if session == nil || mem == nil || id == nil || (!f.ResourcesListChanged && len(f.ResourceSubscriptions) == 0) {
+			return
+		}
+		l := &listener{session: session, mem: mem, subID: id, active: true, listChanged: f.ResourcesListChanged, uris: map[string]vfs.Digest{}}
+		for _, uri := range f.ResourceSubscriptions {
+			l.uris[uri] = n.digest(mem, uri)
+		}
+		n.mu.Lock()
+		n.addLocked(l)
+		n.mu.Unlock()
+		context.AfterFunc(ctx, func() { // the stream ends with its request
+			n.mu.Lock()
+			n.removeLocked(l)
+			n.mu.Unlock()
+		})
+	})
+}
+
+// subscribe adds or removes a 2025-era session's subscription to uri.
+func (n *notifier) subscribe(sessionID, uri string, on bool) {
+	n.mu.Lock()
+	l := n.sessions[sessionID]
+	n.mu.Unlock()
+	if l == nil {
+		return
+	}
+	var d vfs.Digest
+	if on {
+		d = n.digest(l.mem, uri) // read outside the lock: the storage may be slow
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if on {
+		l.uris[uri] = d
+	} else {
+		delete(l.uris, uri)
+	}
+}
+
+// digest is the digest of the file uri names now (zero if there is none).
+func (n *notifier) digest(mem *handlers.Handlers, uri string) vfs.Digest {
+	p, err := uriPath(uri)
+	if err != nil {
+		return vfs.Digest{}
+	}
+	_, d, err := mem.Read(context.Background(), p.String())
+	if err != nil {
+		return vfs.Digest{}
+	}
+	return d
+}
+
+// addLocked attaches a listener to its memory's watch, starting the watch if it is the
+// first.
+func (n *notifier) addLocked(l *listener) {
+	w := n.watches[l.mem]
+	if w == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		w = &watch{listeners: map[*listener]bool{}, stop: stop}
+		n.watches[l.mem] = w
+		sub := l.mem.Subscribe(256)
+		w.paths = n.listed(l.mem)
+		go n.run(ctx, l.mem, w, sub)
+	}
+	w.listeners[l] = true
+}
+
+// removeLocked detaches a listener; the last one stops its memory's watch.
+func (n *notifier) removeLocked(l *listener) {
+	w := n.watches[l.mem]
+	if w == nil || !w.listeners[l] {
+		return
+	}
+	delete(w.listeners, l)
+	if len(w.listeners) == 0 {
+		w.stop()
+		delete(n.watches, l.mem)
+	}
+}
+
+// listed returns the memory's listed files.
+func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
+	files, err := mem.FileList(context.Background())
+	if err != nil {
+		return nil
+	}
+	paths := make(map[string]bool, len(files))
+	for _, f := range files {
+		paths[f.Path] = true
+	}
+	return paths
+}
+
+// run delivers the notifications of one memory's changes until ctx is done.
+func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch, sub *vfs.Subscription) {
+	defer sub.Close()
+	go mem.Watch(ctx, watchInterval)
+	missed := uint64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-sub.C:
+			if m := sub.Missed(); m != missed || b.External {
+				missed = m
+				n.rescan(mem, w)
+				continue
+			}
+			n.changed(w, b)
+		}
+	}
+}
+
+// changed notifies the listeners of one batch of this process's changes.
+func (n *notifier) changed(w *watch, b vfs.Batch) {
+	touched := map[string]vfs.Digest{}
+	listChanged := false
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range b.Changes {
+		if c.From != "" && handlers.Listed(c.From) {
+			listChanged = true
+			delete(w.paths, c.From)
+		}
+		if c.Kind != vfs.Modified && handlers.Listed(c.Path) {
+			listChanged = true
+			if c.Kind == vfs.Deleted {
+				delete(w.paths, c.Path)
+			} else {
+				w.paths[c.Path] = true
+			}
+		}
+		touched[c.Path] = c.SHA256After
+		if c.Kind == vfs.Deleted {
+			touched[c.Path] = vfs.Digest{}
+		}
+		if c.From != "" {
+			touched[c.From] = vfs.Digest{}
+		}
+	}
+	n.notifyLocked(w, listChanged, func(uri string) (vfs.Digest, bool) {
+		p, err := uriPath(uri)
+		if err != nil {
+			return vfs.Digest{}, false
+		}
+		d, ok := touched[p.String()]
+		return d, ok
+	})
+}
+
+// rescan notifies the listeners of changes made elsewhere: the feed says only that
+// something changed, so the listing and the subscribed files are compared with what was
+// last announced.
+func (n *notifier) rescan(mem *handlers.Handlers, w *watch) {
+	paths := n.listed(mem)
+	n.mu.Lock()
+	var uris []string
+	for l := range w.listeners {
+		for uri := range l.uris {
+			uris = append(uris, uri)
+		}
+	}
+	n.mu.Unlock()
+	now := map[string]vfs.Digest{}
+	for _, uri := range uris {
+		now[uri] = n.digest(mem, uri)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	listChanged := len(paths) != len(w.paths)
+	for p := range paths {
+		listChanged = listChanged || !w.paths[p]
+	}
+	if paths != nil {
+		w.paths = paths
+	}
+	n.notifyLocked(w, listChanged, func(uri string) (vfs.Digest, bool) {
+		d, ok := now[uri]
+		return d, ok
+	})
+}
+
+// notifyLocked sends list_changed to the listeners that want it, and updated for every
+// subscribed URI whose content differs from what its listener last heard.
+func (n *notifier) notifyLocked(w *watch, listChanged bool, current func(uri string) (vfs.Digest, bool)) {
+	for l := range w.listeners {
+		if listChanged && l.listChanged {
+			n.send(l, mcp.MethodNotificationResourcesListChanged, nil)
+		}
+		for uri, last := range l.uris {
+			if d, ok := current(uri); ok && d != last {
+				l.uris[uri] = d
+				n.send(l, mcp.MethodNotificationResourceUpdated, map[string]any{"uri": uri})
+			}
+		}
+	}
+}
+
+// send writes a notification into a listener's session without waiting: a client that
+// does not read its stream loses notifications, never holds up the server.
+func (n *notifier) send(l *listener, method mcp.MCPMethod, params map[string]any) {
+	note := mcp.JSONRPCNotification{
+		JSONRPC:      mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: string(method), Params: mcp.NotificationParams{AdditionalFields: params}},
+	}
+	if l.subID != nil {
+		note.Params.Meta = map[string]any{mcp.MetaKeySubscriptionID: l.subID}
+	}
+	if up, ok := l.session.(mcpserver.SessionWithStreamableHTTPConfig); ok {
+		up.UpgradeToSSEWhenReceiveNotification()
+	}
+	select {
+	case l.session.NotificationChannel() <- note:
+	default:
+		n.s.log.Warn().Str("method", string(method)).Msg("a client is not reading its notifications; one was dropped")
+	}
+}
