@@ -7,6 +7,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -35,8 +36,13 @@ import (
 // watchInterval is how often a watched memory is checked for changes by other processes.
 const watchInterval = 250 * time.Millisecond
 
+// maxSubscriptions bounds the URIs one session or stream follows, and so the memory a
+// client can make the server hold; beyond it, subscriptions are acknowledged and ignored.
+const maxSubscriptions = 1000
+
 type notifier struct {
-	s *Server
+	s    *Server
+	warn zerolog.Logger // sampled: clients that do not read, or subscribe too much
 
 	mu       sync.Mutex
 	sessions map[string]*listener // 2025-era sessions, by session id (registered ones)
@@ -61,7 +67,10 @@ type watch struct {
 }
 
 func newNotifier(s *Server) *notifier {
-	return &notifier{s: s, sessions: map[string]*listener{}, watches: map[*handlers.Handlers]*watch{}}
+	return &notifier{
+		s: s, sessions: map[string]*listener{}, watches: map[*handlers.Handlers]*watch{},
+		warn: s.log.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Minute}),
+	}
 }
 
 // hooks connects the notifier to mcp-go's session and request hooks.
@@ -115,7 +124,7 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 			return
 		}
 		l := &listener{session: session, mem: mem, subID: id, active: true, listChanged: f.ResourcesListChanged, uris: map[string]vfs.Digest{}}
-		for _, uri := range f.ResourceSubscriptions {
+		for _, uri := range f.ResourceSubscriptions[:min(len(f.ResourceSubscriptions), maxSubscriptions)] {
 			l.uris[uri] = n.digest(mem, uri)
 		}
 		n.mu.Lock()
@@ -133,8 +142,13 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 func (n *notifier) subscribe(sessionID, uri string, on bool) {
 	n.mu.Lock()
 	l := n.sessions[sessionID]
+	full := l != nil && len(l.uris) >= maxSubscriptions
 	n.mu.Unlock()
 	if l == nil {
+		return
+	}
+	if on && full {
+		n.warn.Warn().Int("max", maxSubscriptions).Msg("a session subscribed to too many resources; the rest are ignored")
 		return
 	}
 	var d vfs.Digest
@@ -325,6 +339,6 @@ func (n *notifier) send(l *listener, method mcp.MCPMethod, params map[string]any
 	select {
 	case l.session.NotificationChannel() <- note:
 	default:
-		n.s.log.Warn().Str("method", string(method)).Msg("a client is not reading its notifications; one was dropped")
+		n.warn.Warn().Str("method", string(method)).Msg("a client is not reading its notifications; one was dropped")
 	}
 }
