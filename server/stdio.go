@@ -43,9 +43,12 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 	defer cancelListen()
 
 	w := &stdioWriter{out: out}
-	notesDone := make(chan struct{})
-	defer close(notesDone)
+	// Notifications are written by their own goroutine, which is over before this returns:
+	// nothing is written to out after that.
+	notesDone, notesOver := make(chan struct{}), make(chan struct{})
+	defer func() { close(notesDone); <-notesOver }()
 	go func() {
+		defer close(notesOver)
 		for {
 			select {
 			case n := <-sess.notifications:
