@@ -106,8 +106,9 @@ func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesReques
 			after = string(b)
 		}
 	}
-	i, _ := slices.BinarySearchFunc(files, after, func(f handlers.FileNode, p string) int { return strings.Compare(f.Path, p) })
-	for ; i < len(files) && files[i].Path <= after; i++ {
+	i, found := slices.BinarySearchFunc(files, after, func(f handlers.FileNode, p string) int { return strings.Compare(f.Path, p) })
+	if found {
+		i++
 	}
 	page := files[i:min(len(files), i+resourcesPageSize)]
 	for _, f := range page {
@@ -163,8 +164,8 @@ func (s *Server) CompleteResourceArgument(ctx context.Context, uri string, arg m
 	for _, f := range files {
 		rel := strings.TrimPrefix(f.Path, vfs.Root+"/")
 		// Each directory on the way, then the file.
-		for i := strings.IndexByte(rel, '/'); i >= 0; i = next(rel, i) {
-			if dir := rel[:i+1]; !seen[dir] && strings.HasPrefix(dir, arg.Value) {
+		for i := range len(rel) {
+			if dir := rel[:i+1]; rel[i] == '/' && !seen[dir] && strings.HasPrefix(dir, arg.Value) {
 				seen[dir] = true
 				all = append(all, dir)
 			}
@@ -180,13 +181,4 @@ func (s *Server) CompleteResourceArgument(ctx context.Context, uri string, arg m
 	}
 	done.Values = all
 	return done, nil
-}
-
-// next returns the index of the next '/' in s after i, or -1.
-func next(s string, i int) int {
-	j := strings.IndexByte(s[i+1:], '/')
-	if j < 0 {
-		return -1
-	}
-	return i + 1 + j
 }
