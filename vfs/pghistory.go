@@ -1,0 +1,249 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgHistory is the history of a PostgreSQL store, in the transaction of the change: a version
+// is a row written before the change's statements and removed if the change fails, so the
+// files and their history commit together or not at all.
+type pgHistory struct {
+	tx  *pgTx
+	cfg HistoryConfig
+	seq uint64
+	ids []int64 // the rows of the operation Record announced last
+}
+
+// Keep stores content under its digest unless it is there.
+func (h *pgHistory) Keep(ctx context.Context, d Digest, data []byte) error {
+	if d.IsZero() {
+		return nil
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	tag, err := h.tx.tx.Exec(ctx, "INSERT INTO memory_mcp_contents (store, sha256, size, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+		h.tx.s.id, d[:], len(data), data)
+	if err != nil {
+		return pgErr(ctx, err)
+	}
+	if tag.RowsAffected() == 1 {
+		_, err = h.tx.tx.Exec(ctx, "UPDATE memory_mcp_stores SET history_bytes = history_bytes + $2 WHERE id = $1", h.tx.s.id, len(data))
+	}
+	return pgErr(ctx, err)
+}
+
+// Record writes the versions of the next operation, under the transaction's number.
+func (h *pgHistory) Record(ctx context.Context, vs []Version) error {
+	if !h.tx.write {
+		return ErrReadOnlyTx
+	}
+	if h.seq == 0 {
+		var seq int64
+		if err := h.tx.tx.QueryRow(ctx, "UPDATE memory_mcp_stores SET next_seq = next_seq + 1 WHERE id = $1 RETURNING next_seq - 1", h.tx.s.id).Scan(&seq); err != nil {
+			return pgErr(ctx, err)
+		}
+		h.seq = uint64(seq)
+	}
+	now := h.cfg.now().UTC()
+	h.ids = h.ids[:0]
+	for i := range vs {
+		v := &vs[i]
+		v.Seq, v.Time = h.seq, now
+		var id int64
+		if err := h.tx.tx.QueryRow(ctx, `INSERT INTO memory_mcp_versions
+			(store, seq, time, actor, command, kind, path, new_path, size, sha256, prev_size, prev)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id`,
+			h.tx.s.id, int64(v.Seq), v.Time, v.Actor, v.Command, string(v.Kind), v.Path, v.NewPath,
+			v.Size, digestArg(v.SHA256), v.PrevSize, digestArg(v.Prev)).Scan(&id); err != nil {
+			return pgErr(ctx, err)
+		}
+		h.ids = append(h.ids, id)
+	}
+	h.tx.s.mu.Lock()
+	h.tx.s.since += len(vs)
+	h.tx.s.mu.Unlock()
+	return nil
+}
+
+// Settle removes the versions of an operation that failed. A failed statement changes
+// nothing in PostgreSQL, so a Partial failure (a directory delete) changed nothing either.
+func (h *pgHistory) Settle(ctx context.Context, outcome Outcome) error {
+	ids := h.ids
+	h.ids = nil
+	if outcome == Done || len(ids) == 0 {
+		return nil
+	}
+	_, err := h.tx.tx.Exec(ctx, "DELETE FROM memory_mcp_versions WHERE store = $1 AND id = ANY($2)", h.tx.s.id, ids)
+	return pgErr(ctx, err)
+}
+
+// Seq returns the transaction's number once it recorded a version.
+func (h *pgHistory) Seq() uint64 { return h.seq }
+
+// Versions returns every version, oldest first.
+func (h *pgHistory) Versions(ctx context.Context) ([]Version, error) {
+	vs, _, err := h.versions(ctx)
+	return vs, err
+}
+
+func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
+	rows, err := h.tx.tx.Query(ctx, `SELECT id, seq, time, actor, command, kind, path, new_path, size, sha256, prev_size, prev,
+		redacted_by, redacted_time, prev_redacted FROM memory_mcp_versions WHERE store = $1 ORDER BY seq, id`, h.tx.s.id)
+	if err != nil {
+		return nil, nil, pgErr(ctx, err)
+	}
+	defer rows.Close()
+	var (
+		vs  []Version
+		ids []int64
+	)
+	for rows.Next() {
+		var (
+			v              Version
+			id, seq        int64
+			kind           string
+			sum, prev      []byte
+			redactedBy     *string
+			redactedTime   *time.Time
+		)
+		if err := rows.Scan(&id, &seq, &v.Time, &v.Actor, &v.Command, &kind, &v.Path, &v.NewPath, &v.Size, &sum, &v.PrevSize, &prev,
+			&redactedBy, &redactedTime, &v.PrevRedacted); err != nil {
+			return nil, nil, err
+		}
+		v.Seq, v.Kind, v.Time = uint64(seq), ChangeKind(kind), v.Time.UTC()
+		copy(v.SHA256[:], sum)
+		copy(v.Prev[:], prev)
+		if redactedBy != nil && redactedTime != nil {
+			v.Redacted = &Redaction{By: *redactedBy, Time: redactedTime.UTC()}
+		}
+		vs = append(vs, v)
+		ids = append(ids, id)
+	}
+	return vs, ids, pgErr(ctx, rows.Err())
+}
+
+// Content returns the content with digest d.
+func (h *pgHistory) Content(ctx context.Context, d Digest) ([]byte, error) {
+	var data []byte
+	err := h.tx.tx.QueryRow(ctx, "SELECT data FROM memory_mcp_contents WHERE store = $1 AND sha256 = $2", h.tx.s.id, d[:]).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNoContent
+	}
+	if data == nil && err == nil {
+		data = []byte{}
+	}
+	return data, pgErr(ctx, err)
+}
+
+// Redact purges the content with digest d and marks the versions that named it.
+func (h *pgHistory) Redact(ctx context.Context, d Digest, r Redaction) (int, error) {
+	if !h.tx.write {
+		return 0, ErrReadOnlyTx
+	}
+	tag, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_versions SET sha256 = NULL, redacted_by = $3, redacted_time = $4 WHERE store = $1 AND sha256 = $2",
+		h.tx.s.id, d[:], r.By, r.Time)
+	if err != nil {
+		return 0, pgErr(ctx, err)
+	}
+	if _, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_versions SET prev = NULL, prev_redacted = true WHERE store = $1 AND prev = $2", h.tx.s.id, d[:]); err != nil {
+		return 0, pgErr(ctx, err)
+	}
+	if err := h.dropContents(ctx, "sha256 = $2", d[:]); err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// dropContents deletes the contents that cond selects ($1 is the store) and takes their
+// bytes off the history's total.
+func (h *pgHistory) dropContents(ctx context.Context, cond string, args ...any) error {
+	_, err := h.tx.tx.Exec(ctx, `WITH gone AS (DELETE FROM memory_mcp_contents c WHERE c.store = $1 AND `+cond+` RETURNING size)
+		UPDATE memory_mcp_stores SET history_bytes = history_bytes - (SELECT coalesce(sum(size), 0) FROM gone) WHERE id = $1`,
+		append([]any{h.tx.s.id}, args...)...)
+	return pgErr(ctx, err)
+}
+
+// pruneIfDue prunes the history by its limits when something may be over them: at a
+// process's first change, every pruneEvery versions, and whenever the contents are over
+// budget, a version is older than the age limit, or a file has more versions than allowed.
+func (h *pgHistory) pruneIfDue(ctx context.Context) error {
+	s := h.tx.s
+	s.mu.Lock()
+	due := !s.pruned || s.since >= pruneEvery
+	s.mu.Unlock()
+	if !due && h.cfg.MaxBytes > 0 {
+		var bytes int64
+		if err := h.tx.tx.QueryRow(ctx, "SELECT history_bytes FROM memory_mcp_stores WHERE id = $1", s.id).Scan(&bytes); err != nil {
+			return err
+		}
+		due = bytes > h.cfg.MaxBytes
+	}
+	if !due && h.cfg.MaxAge > 0 {
+		var oldest *time.Time
+		if err := h.tx.tx.QueryRow(ctx, "SELECT min(time) FROM memory_mcp_versions WHERE store = $1", s.id).Scan(&oldest); err != nil {
+			return err
+		}
+		due = oldest != nil && h.cfg.now().Sub(*oldest) > h.cfg.MaxAge
+	}
+	if !due && h.cfg.MaxVersions > 0 {
+		var most int
+		if err := h.tx.tx.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM memory_mcp_versions
+			WHERE store = $1 AND path IN (SELECT CASE WHEN kind = 'moved' THEN new_path ELSE path END FROM memory_mcp_versions WHERE store = $1 AND seq = $2)
+			GROUP BY CASE WHEN kind = 'moved' THEN new_path ELSE path END) c`, s.id, int64(h.seq)).Scan(&most); err != nil {
+			return err
+		}
+		due = most > h.cfg.MaxVersions
+	}
+	if !due {
+		return nil
+	}
+	vs, ids, err := h.versions(ctx)
+	if err != nil {
+		return err
+	}
+	kept, _ := h.cfg.Prune(vs, h.cfg.now())
+	if len(kept) < len(vs) {
+		// Prune returns copies: match them back to their rows by what identifies a version.
+		type key struct {
+			seq           uint64
+			path, newPath string
+			kind          ChangeKind
+		}
+		want := map[key]int{}
+		for _, v := range kept {
+			want[key{v.Seq, v.Path, v.NewPath, v.Kind}]++
+		}
+		var drop []int64
+		for i, v := range vs {
+			k := key{v.Seq, v.Path, v.NewPath, v.Kind}
+			if want[k] > 0 {
+				want[k]--
+				continue
+			}
+			drop = append(drop, ids[i])
+		}
+		if _, err := h.tx.tx.Exec(ctx, "DELETE FROM memory_mcp_versions WHERE store = $1 AND id = ANY($2)", s.id, drop); err != nil {
+			return err
+		}
+		if err := h.dropContents(ctx, `NOT EXISTS (SELECT 1 FROM memory_mcp_versions v WHERE v.store = $1 AND (v.sha256 = c.sha256 OR v.prev = c.sha256))`); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.pruned, s.since = true, 0
+	s.mu.Unlock()
+	return nil
+}
+
+// digestArg is a digest as a column value: NULL for none.
+func digestArg(d Digest) any {
+	if d.IsZero() {
+		return nil
+	}
+	return d[:]
+}

@@ -1,0 +1,682 @@
+package vfs
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The PostgreSQL backend: a store is a set of rows in one database, which any number of
+// memory-mcp processes (replicas on several machines) share. Every transaction of the
+// Storage interface is one PostgreSQL transaction that first takes the store's
+// transaction-scoped advisory lock (exclusive for a change, shared for a read), so changes to
+// a store are serialised across replicas, reads see one consistent state, and the lock goes
+// with a commit, a rollback or a dropped connection. A directory rename or delete is one
+// statement; the store's size and history are updated in the same transaction.
+
+//go:embed pgschema/*.sql
+var pgSchema embed.FS
+
+// lockClass is the first key of memory-mcp's advisory locks (the second is the store's id).
+const lockClass = 0x6d6d // "mm"
+
+// migrationLock is the advisory lock that serialises migrations of one database.
+const migrationLock = 0x6d6d_0001
+
+// PostgresStorage is the Storage of one store in a PostgreSQL database.
+type PostgresStorage struct {
+	pool     *pgxpool.Pool
+	id       int64
+	readOnly bool
+	history  *HistoryConfig // nil when the store keeps no history
+
+	mu     sync.Mutex
+	gen    int64            // the store's generation as this value last knew it
+	now    func() time.Time // access tracking's clock; nil when not tracked
+	pruned bool             // a prune ran since this value was opened
+	since  int              // versions recorded since the last prune
+}
+
+// Migrate brings the database's schema up to date, under an advisory lock so that replicas
+// starting together take turns; it returns the schema version.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS memory_mcp_schema (version int NOT NULL)"); err != nil {
+		return 0, err
+	}
+	var version int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM memory_mcp_schema").Scan(&version); err != nil {
+		return 0, err
+	}
+	files, _ := fs.Glob(pgSchema, "pgschema/*.sql")
+	slices.Sort(files)
+	for _, f := range files {
+		n, err := strconv.Atoi(strings.SplitN(path.Base(f), "_", 2)[0])
+		if err != nil || n <= version {
+			continue
+		}
+		sql, _ := pgSchema.ReadFile(f)
+		if _, err := tx.Exec(ctx, string(sql)); err != nil {
+			return 0, fmt.Errorf("schema migration %s: %w", path.Base(f), err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO memory_mcp_schema (version) VALUES ($1)", n); err != nil {
+			return 0, err
+		}
+		version = n
+	}
+	return version, tx.Commit(ctx)
+}
+
+// OpenPostgresStore opens the store named store in the database of dsn (a postgres:// URL or
+// key/value DSN; PG* environment variables fill in what it leaves out), creating the store
+// if needed. With migrate, the schema is brought up to date first.
+func OpenPostgresStore(ctx context.Context, dsn, store string, migrate bool, opts ...Option) (*Store, error) {
+	st, err := NewPostgresStorage(ctx, dsn, store, migrate, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return NewStore(st), nil
+}
+
+// NewPostgresStorage is OpenPostgresStore's storage.
+func NewPostgresStorage(ctx context.Context, dsn, store string, migrate bool, opts ...Option) (*PostgresStorage, error) {
+	o := collect(opts)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("-dsn: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &PostgresStorage{pool: pool, readOnly: o.readOnly}
+	hist := DefaultHistory
+	if o.history != nil {
+		hist = *o.history
+	}
+	if !hist.Off {
+		s.history = &hist
+	}
+	if migrate && !o.readOnly {
+		if _, err := Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	if !o.readOnly {
+		if _, err := pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", store); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	if err := pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", store).Scan(&s.id, &s.gen); err != nil {
+		pool.Close()
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("there is no store %q in the database", store)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// ReadOnly reports whether every change is refused.
+func (s *PostgresStorage) ReadOnly() bool { return s.readOnly }
+
+// Close closes the connection pool.
+func (s *PostgresStorage) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// TrackAccess records when each file is viewed or changed, by the clock now.
+func (s *PostgresStorage) TrackAccess(now func() time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+	return nil
+}
+
+// Begin starts a transaction on a connection of the pool and takes the store's lock.
+func (s *PostgresStorage) Begin(ctx context.Context, write bool) (Txn, error) {
+	if write && s.readOnly {
+		return nil, ErrReadOnlyStore
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, pgErr(ctx, err)
+	}
+	lock := "SELECT pg_advisory_xact_lock_shared($1, $2)"
+	if write {
+		lock = "SELECT pg_advisory_xact_lock($1, $2)"
+	}
+	t := &pgTx{s: s, tx: tx, write: write}
+	var gen int64
+	_, err = tx.Exec(ctx, lock, lockClass, int32(s.id))
+	if err == nil {
+		err = tx.QueryRow(ctx, "SELECT generation FROM memory_mcp_stores WHERE id = $1", s.id).Scan(&gen)
+	}
+	if err != nil {
+		tx.Rollback(context.Background())
+		return nil, pgErr(ctx, err)
+	}
+	s.mu.Lock()
+	t.external = gen != s.gen
+	s.gen = gen
+	t.now = s.now
+	s.mu.Unlock()
+	if s.history != nil {
+		t.hist = &pgHistory{tx: t, cfg: *s.history}
+	}
+	return t, nil
+}
+
+// pgErr turns an error of a call into ctx's error when ctx is done (the call was cancelled).
+func pgErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// pgTx is one transaction of a PostgresStorage.
+type pgTx struct {
+	s        *PostgresStorage
+	tx       pgx.Tx
+	write    bool
+	changed  bool
+	external bool
+	done     bool
+	now      func() time.Time // access tracking's clock, nil when not tracked
+	accessed []string         // files a read transaction viewed, recorded at commit
+	hist     *pgHistory
+}
+
+// External reports whether another transaction, of this process or another, changed the
+// store since this storage value's previous transaction.
+func (t *pgTx) External() bool { return t.external }
+
+// History returns the store's history, nil when it keeps none.
+func (t *pgTx) History() History {
+	if t.hist == nil {
+		return nil
+	}
+	return t.hist
+}
+
+// Commit records the views of a read transaction, prunes the history when due, and commits.
+func (t *pgTx) Commit() error {
+	if t.done {
+		return nil
+	}
+	t.done = true
+	ctx := context.Background()
+	if len(t.accessed) > 0 && t.now != nil {
+		if _, err := t.tx.Exec(ctx, "UPDATE memory_mcp_entries SET accessed = $3 WHERE store = $1 AND path = ANY($2)", t.s.id, t.accessed, t.now().Unix()); err != nil {
+			t.tx.Rollback(ctx)
+			return err
+		}
+	}
+	if t.hist != nil && t.hist.seq != 0 {
+		if err := t.hist.pruneIfDue(ctx); err != nil {
+			t.tx.Rollback(ctx)
+			return err
+		}
+	}
+	if err := t.tx.Commit(ctx); err != nil {
+		return err
+	}
+	if t.changed {
+		t.s.mu.Lock()
+		t.s.gen++ // this value's own change is no news to it
+		t.s.mu.Unlock()
+	}
+	return nil
+}
+
+// Rollback undoes the transaction.
+func (t *pgTx) Rollback() error {
+	if t.done {
+		return nil
+	}
+	t.done = true
+	t.tx.Rollback(context.Background())
+	return nil
+}
+
+// beforeChange marks the transaction as changing the store: its generation goes up.
+func (t *pgTx) beforeChange(ctx context.Context) error {
+	if !t.write {
+		return ErrReadOnlyTx
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.changed {
+		return nil
+	}
+	t.changed = true
+	_, err := t.tx.Exec(ctx, "UPDATE memory_mcp_stores SET generation = generation + 1 WHERE id = $1", t.s.id)
+	return pgErr(ctx, err)
+}
+
+// touch records that the file name was viewed or changed now.
+func (t *pgTx) touch(ctx context.Context, name string) error {
+	if t.now == nil {
+		return nil
+	}
+	if !t.write {
+		t.accessed = append(t.accessed, name)
+		return nil
+	}
+	_, err := t.tx.Exec(ctx, "UPDATE memory_mcp_entries SET accessed = $3 WHERE store = $1 AND path = $2", t.s.id, name, t.now().Unix())
+	return pgErr(ctx, err)
+}
+
+func notExist(op string, p Path) error {
+	return &fs.PathError{Op: op, Path: p.String(), Err: fs.ErrNotExist}
+}
+
+// errIsDir is reading a directory as a file.
+var errIsDir = errors.New("is a directory")
+
+// entry returns the row at p: whether it exists, is a directory, and its size.
+func (t *pgTx) entry(ctx context.Context, name string) (exists, dir bool, size int64, err error) {
+	if name == "" {
+		return true, true, 0, ctx.Err()
+	}
+	err = t.tx.QueryRow(ctx, "SELECT dir, size FROM memory_mcp_entries WHERE store = $1 AND path = $2", t.s.id, name).Scan(&dir, &size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, 0, nil
+	}
+	return err == nil, dir, size, pgErr(ctx, err)
+}
+
+// Stat describes the entry at p.
+func (t *pgTx) Stat(ctx context.Context, p Path) (Entry, error) {
+	exists, dir, size, err := t.entry(ctx, p.Name())
+	switch {
+	case err != nil:
+		return Entry{}, err
+	case !exists:
+		return Entry{}, notExist("stat", p)
+	case dir:
+		return Entry{Name: p.Base(), Kind: KindDir}, nil
+	}
+	return Entry{Name: p.Base(), Kind: KindFile, Size: size}, nil
+}
+
+// ReadFile returns the content of the file at p.
+func (t *pgTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
+	if p.IsRoot() {
+		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: errIsDir}
+	}
+	var dir bool
+	var data []byte
+	err := t.tx.QueryRow(ctx, "SELECT dir, content FROM memory_mcp_entries WHERE store = $1 AND path = $2", t.s.id, p.Name()).Scan(&dir, &data)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, notExist("read", p)
+	case err != nil:
+		return nil, pgErr(ctx, err)
+	case dir:
+		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: errIsDir}
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, t.touch(ctx, p.Name())
+}
+
+// List returns the entries of the directory at p, sorted by name in byte order.
+func (t *pgTx) List(ctx context.Context, p Path) ([]Entry, error) {
+	exists, dir, _, err := t.entry(ctx, p.Name())
+	switch {
+	case err != nil:
+		return nil, err
+	case !exists:
+		return nil, notExist("list", p)
+	case !dir:
+		return nil, &fs.PathError{Op: "list", Path: p.String(), Err: syscall.ENOTDIR}
+	}
+	rows, err := t.tx.Query(ctx, "SELECT name, dir, size FROM memory_mcp_entries WHERE store = $1 AND parent = $2 ORDER BY name", t.s.id, p.Name())
+	if err != nil {
+		return nil, pgErr(ctx, err)
+	}
+	out := []Entry{}
+	for rows.Next() {
+		var e Entry
+		var isDir bool
+		if err := rows.Scan(&e.Name, &isDir, &e.Size); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if isDir {
+			e.Kind, e.Size = KindDir, 0
+		}
+		out = append(out, e)
+	}
+	return out, pgErr(ctx, rows.Err())
+}
+
+// below is the condition selecting the rows at and below storage name $2 ("" is the root:
+// every row). Names compare in byte order: everything below "a" lies in ["a/", "a0").
+const below = "store = $1 AND ($2 = '' OR path = $2 OR (path >= $2 || '/' AND path < $2 || '0'))"
+
+// Tree describes the directory at p down to depth levels, with the sizes of every
+// directory at any depth; what skip names is neither listed nor counted.
+func (t *pgTx) Tree(ctx context.Context, p Path, depth int, skip func(name string) bool) (Node, error) {
+	exists, dir, _, err := t.entry(ctx, p.Name())
+	switch {
+	case err != nil:
+		return Node{}, err
+	case !exists:
+		return Node{}, notExist("tree", p)
+	case !dir:
+		return Node{}, &fs.PathError{Op: "tree", Path: p.String(), Err: syscall.ENOTDIR}
+	}
+	rows, err := t.tx.Query(ctx, "SELECT path, dir, size FROM memory_mcp_entries WHERE "+below+" ORDER BY path", t.s.id, p.Name())
+	if err != nil {
+		return Node{}, pgErr(ctx, err)
+	}
+	// One node per row, skipped ones left out (with everything below them), linked to
+	// their parents; a file's size counts in every directory above it.
+	type treeNode struct {
+		Node
+		kids []*treeNode
+	}
+	root := &treeNode{Node: Node{Name: p.Base(), Dir: true}}
+	nodes := map[string]*treeNode{"": root}
+	var files []string
+	prefix := p.Name()
+	for rows.Next() {
+		var name string
+		var n treeNode
+		if err := rows.Scan(&name, &n.Dir, &n.Size); err != nil {
+			rows.Close()
+			return Node{}, err
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(name, prefix), "/")
+		if name == prefix || slices.ContainsFunc(strings.Split(rel, "/"), skip) {
+			continue
+		}
+		n.Name = path.Base(rel)
+		nodes[rel] = &n
+		if !n.Dir {
+			files = append(files, rel)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Node{}, pgErr(ctx, err)
+	}
+	for rel, n := range nodes {
+		if rel == "" {
+			continue
+		}
+		parent := path.Dir(rel)
+		if parent == "." {
+			parent = ""
+		}
+		if up := nodes[parent]; up != nil {
+			up.kids = append(up.kids, n)
+		}
+	}
+	for _, rel := range files {
+		for dir := path.Dir(rel); ; dir = path.Dir(dir) {
+			if dir == "." {
+				dir = ""
+			}
+			if up := nodes[dir]; up != nil {
+				up.Size += nodes[rel].Size
+			}
+			if dir == "" {
+				break
+			}
+		}
+	}
+	var build func(n *treeNode, level int) Node
+	build = func(n *treeNode, level int) Node {
+		out := n.Node
+		if !n.Dir || level >= depth {
+			return out
+		}
+		slices.SortFunc(n.kids, func(a, b *treeNode) int { return strings.Compare(a.Name, b.Name) })
+		for _, k := range n.kids {
+			out.Children = append(out.Children, build(k, level+1))
+		}
+		return out
+	}
+	return build(root, 0), nil
+}
+
+
+
+// Usage returns the bytes of all files of the store.
+func (t *pgTx) Usage(ctx context.Context) (int64, error) {
+	var n int64
+	err := t.tx.QueryRow(ctx, "SELECT usage FROM memory_mcp_stores WHERE id = $1", t.s.id).Scan(&n)
+	return n, pgErr(ctx, err)
+}
+
+func (t *pgTx) addUsage(ctx context.Context, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	_, err := t.tx.Exec(ctx, "UPDATE memory_mcp_stores SET usage = usage + $2 WHERE id = $1", t.s.id, delta)
+	return pgErr(ctx, err)
+}
+
+// LastAccess returns when each file was last viewed or changed; a file without a record
+// starts one now.
+func (t *pgTx) LastAccess(ctx context.Context) (map[string]int64, error) {
+	if t.now == nil {
+		return nil, ErrNotTracked
+	}
+	now := t.now().Unix()
+	if t.write {
+		if _, err := t.tx.Exec(ctx, "UPDATE memory_mcp_entries SET accessed = $2 WHERE store = $1 AND NOT dir AND accessed IS NULL", t.s.id, now); err != nil {
+			return nil, pgErr(ctx, err)
+		}
+	}
+	rows, err := t.tx.Query(ctx, "SELECT path, coalesce(accessed, $2) FROM memory_mcp_entries WHERE store = $1 AND NOT dir", t.s.id, now)
+	if err != nil {
+		return nil, pgErr(ctx, err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var at int64
+		if err := rows.Scan(&name, &at); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[name] = at
+	}
+	return out, pgErr(ctx, rows.Err())
+}
+
+// WriteFile replaces the content of the file at p.
+func (t *pgTx) WriteFile(ctx context.Context, p Path, data []byte) error {
+	if err := t.beforeChange(ctx); err != nil {
+		return err
+	}
+	exists, dir, old, err := t.entry(ctx, p.Name())
+	switch {
+	case err != nil:
+		return err
+	case !exists:
+		return notExist("write", p)
+	case dir:
+		return &fs.PathError{Op: "write", Path: p.String(), Err: errIsDir}
+	}
+	if _, err := t.tx.Exec(ctx, "UPDATE memory_mcp_entries SET content = $3, size = $4 WHERE store = $1 AND path = $2", t.s.id, p.Name(), data, len(data)); err != nil {
+		return pgErr(ctx, err)
+	}
+	if err := t.addUsage(ctx, int64(len(data))-old); err != nil {
+		return err
+	}
+	return t.touch(ctx, p.Name())
+}
+
+// mkdirParents creates the missing directories above p; a file on the way is an error.
+func (t *pgTx) mkdirParents(ctx context.Context, p Path) error {
+	var chain []Path
+	for q := p.Parent(); !q.IsRoot(); q = q.Parent() {
+		chain = append(chain, q)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		q := chain[i]
+		exists, dir, _, err := t.entry(ctx, q.Name())
+		switch {
+		case err != nil:
+			return err
+		case exists && !dir:
+			return &fs.PathError{Op: "mkdir", Path: q.String(), Err: syscall.ENOTDIR}
+		case exists:
+			continue
+		}
+		if _, err := t.tx.Exec(ctx, "INSERT INTO memory_mcp_entries (store, path, parent, name, dir) VALUES ($1, $2, $3, $4, true)",
+			t.s.id, q.Name(), q.Parent().Name(), q.Base()); err != nil {
+			return pgErr(ctx, err)
+		}
+	}
+	return nil
+}
+
+// CreateFile creates the file at p and its missing parents; it never replaces anything.
+func (t *pgTx) CreateFile(ctx context.Context, p Path, data []byte) error {
+	if err := t.beforeChange(ctx); err != nil {
+		return err
+	}
+	if exists, _, _, err := t.entry(ctx, p.Name()); err != nil || exists {
+		if err == nil {
+			err = &fs.PathError{Op: "create", Path: p.String(), Err: fs.ErrExist}
+		}
+		return err
+	}
+	if err := t.mkdirParents(ctx, p); err != nil {
+		return err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	if _, err := t.tx.Exec(ctx, "INSERT INTO memory_mcp_entries (store, path, parent, name, dir, size, content) VALUES ($1, $2, $3, $4, false, $5, $6)",
+		t.s.id, p.Name(), p.Parent().Name(), p.Base(), len(data), data); err != nil {
+		return pgErr(ctx, err)
+	}
+	if err := t.addUsage(ctx, int64(len(data))); err != nil {
+		return err
+	}
+	return t.touch(ctx, p.Name())
+}
+
+// Rename moves the entry at oldp, with everything below it, to newp in one statement; it
+// never replaces anything.
+func (t *pgTx) Rename(ctx context.Context, oldp, newp Path) error {
+	if err := t.beforeChange(ctx); err != nil {
+		return err
+	}
+	exists, _, _, err := t.entry(ctx, oldp.Name())
+	switch {
+	case err != nil:
+		return err
+	case !exists || oldp.IsRoot():
+		return notExist("rename", oldp)
+	}
+	if exists, _, _, err := t.entry(ctx, newp.Name()); err != nil || exists {
+		if err == nil {
+			err = &fs.PathError{Op: "rename", Path: newp.String(), Err: fs.ErrExist}
+		}
+		return err
+	}
+	if oldp.Contains(newp) {
+		return &fs.PathError{Op: "rename", Path: newp.String(), Err: syscall.EINVAL}
+	}
+	if err := t.mkdirParents(ctx, newp); err != nil {
+		return err
+	}
+	o, n := oldp.Name(), newp.Name()
+	if _, err := t.tx.Exec(ctx, `UPDATE memory_mcp_entries SET
+		path = $3 || substr(path, length($2) + 1),
+		parent = CASE WHEN path = $2 THEN $4 ELSE $3 || substr(parent, length($2) + 1) END,
+		name = CASE WHEN path = $2 THEN $5 ELSE name END
+		WHERE `+below, t.s.id, o, n, newp.Parent().Name(), newp.Base()); err != nil {
+		return pgErr(ctx, err)
+	}
+	if t.now != nil {
+		if _, err := t.tx.Exec(ctx, "UPDATE memory_mcp_entries SET accessed = $3 WHERE "+below+" AND NOT dir", t.s.id, n, t.now().Unix()); err != nil {
+			return pgErr(ctx, err)
+		}
+	}
+	return nil
+}
+
+// RemoveAll deletes the entry at p with everything below it, in one statement.
+func (t *pgTx) RemoveAll(ctx context.Context, p Path) error {
+	if err := t.beforeChange(ctx); err != nil {
+		return err
+	}
+	if p.IsRoot() {
+		return &fs.PathError{Op: "remove", Path: p.String(), Err: syscall.EINVAL}
+	}
+	var n, size int64
+	if err := t.tx.QueryRow(ctx, `WITH gone AS (DELETE FROM memory_mcp_entries WHERE `+below+` RETURNING size)
+		SELECT count(*), coalesce(sum(size), 0) FROM gone`, t.s.id, p.Name()).Scan(&n, &size); err != nil {
+		return pgErr(ctx, err)
+	}
+	if n == 0 {
+		return notExist("remove", p)
+	}
+	return t.addUsage(ctx, -size)
+}
+
+// RemoveDir deletes the directory at p if it is empty.
+func (t *pgTx) RemoveDir(ctx context.Context, p Path) error {
+	if err := t.beforeChange(ctx); err != nil {
+		return err
+	}
+	exists, dir, _, err := t.entry(ctx, p.Name())
+	switch {
+	case err != nil:
+		return err
+	case !exists || p.IsRoot():
+		return notExist("remove", p)
+	case !dir:
+		return &fs.PathError{Op: "remove", Path: p.String(), Err: syscall.ENOTDIR}
+	}
+	var children int
+	if err := t.tx.QueryRow(ctx, "SELECT count(*) FROM memory_mcp_entries WHERE store = $1 AND parent = $2", t.s.id, p.Name()).Scan(&children); err != nil {
+		return pgErr(ctx, err)
+	}
+	if children > 0 {
+		return &fs.PathError{Op: "remove", Path: p.String(), Err: syscall.ENOTEMPTY}
+	}
+	_, err = t.tx.Exec(ctx, "DELETE FROM memory_mcp_entries WHERE store = $1 AND path = $2", t.s.id, p.Name())
+	return pgErr(ctx, err)
+}
+
+var (
+	_ Storage = (*PostgresStorage)(nil)
+	_ Txn     = (*pgTx)(nil)
+)
