@@ -71,6 +71,8 @@ type config struct {
 	historyMaxBytes    int64
 	tenant             string
 	ui                 bool
+	dsn, store         string
+	migrate            bool
 	sub                subFlags // the history subcommands' own flags
 }
 
@@ -84,7 +86,10 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.transport, "transport", "stdio", "stdio, http (Streamable HTTP at /mcp) or sse (legacy HTTP+SSE at /sse and /message)")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address the http and sse transports listen on")
-	fs.StringVar(&c.backend, "backend", "os", "storage: os (a directory), memory (gone when the server stops) or overlay (read-only -lower under a writable layer)")
+	fs.StringVar(&c.backend, "backend", "os", "storage: os (a directory), memory (gone when the server stops), overlay (read-only -lower under a writable layer) or postgres (a store in the -dsn database, shared by replicas)")
+	fs.StringVar(&c.dsn, "dsn", "", "with -backend postgres: the database, as a postgres:// URL or key/value DSN (PG* environment variables fill in what it leaves out)")
+	fs.StringVar(&c.store, "store", "default", "with -backend postgres and no -tenants: the name of the store that is /memories (with -tenants, each tenant's dir names its store)")
+	fs.BoolVar(&c.migrate, "migrate", true, "with -backend postgres: bring the database's schema up to date at start (false: an operator runs memory-mcp migrate)")
 	fs.StringVar(&c.root, "root", "", "the directory that is /memories (default: memory-mcp/memories in the user's data directory); with -backend overlay, the writable upper layer (default: memory)")
 	fs.StringVar(&c.lower, "lower", "", "with -backend overlay: the read-only lower directory, never modified")
 	fs.StringVar(&c.tools, "tools", server.ToolsSplit, "split (six tools memory_view … memory_rename) or single (one memory tool taking the native memory_20250818 input)")
@@ -216,7 +221,7 @@ func (c *config) validate(rest []string) error {
 	}
 	for _, err := range []error{
 		oneOf("transport", c.transport, "stdio", "http", "sse"),
-		oneOf("backend", c.backend, "os", "memory", "overlay"),
+		oneOf("backend", c.backend, "os", "memory", "overlay", "postgres"),
 		oneOf("tools", c.tools, server.ToolsSplit, server.ToolsSingle),
 		oneOf("log-format", c.logFormat, "json", "console"),
 		oneOf("log-level", c.logLevel, "debug", "info", "warn", "error"),
@@ -237,6 +242,12 @@ func (c *config) validate(rest []string) error {
 		return usageError{"-lower is only for -backend overlay"}
 	case c.backend == "memory" && c.rootSet:
 		return usageError{"-root has no effect with -backend memory"}
+	case c.backend == "postgres" && c.rootSet:
+		return usageError{"-root has no effect with -backend postgres: the memory is the -store in the -dsn database"}
+	case c.backend != "postgres" && (c.dsn != "" || len(rest) > 0 && rest[0] == "migrate"):
+		return usageError{"-dsn and migrate are for -backend postgres"}
+	case c.store == "" || strings.ContainsAny(c.store, "\x00"):
+		return usageError{"-store needs a name"}
 	}
 	switch {
 	case c.expireAfter < 0:
@@ -255,6 +266,8 @@ func (c *config) validate(rest []string) error {
 		return usageError{"exec takes one argument: a memory_20250818 input as JSON, or - to read it from stdin"}
 	case rest[0] == "token" && len(rest) <= 2:
 		return nil
+	case rest[0] == "migrate" && len(rest) == 1:
+		return nil
 	case rest[0] == "ui" && len(rest) > 1:
 		return usageError{"ui takes no arguments: it prints the page's address"}
 	case rest[0] == "ui" && c.backend == "memory":
@@ -265,7 +278,7 @@ func (c *config) validate(rest []string) error {
 			return err
 		}
 	default:
-		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, ui, token, log, show, diff, restore and redact", rest[0])}
+		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, ui, token, migrate, log, show, diff, restore and redact", rest[0])}
 	}
 	switch {
 	case c.historyMaxAge < 0, c.historyMaxVersions < 0, c.historyMaxBytes < 0:
@@ -322,6 +335,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if len(rest) > 0 && rest[0] == "token" {
 		return printToken(rest[1:], stdout, stderr)
+	}
+	if len(rest) > 0 && rest[0] == "migrate" {
+		mctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		version, err := vfs.MigratePostgres(mctx, c.dsn)
+		if err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: migrate: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "The database's schema is at version %d.\n", version)
+		return 0
 	}
 	log := newLogger(c, stderr)
 
@@ -535,6 +559,15 @@ func openStore(c *config, sub string, readOnly bool, getenv func(string) string)
 	switch c.backend {
 	case "memory":
 		return vfs.NewMemoryStore(opts...), "memory", nil
+	case "postgres":
+		name := c.store
+		if sub != "" {
+			name = sub
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := vfs.OpenPostgresStore(ctx, c.dsn, name, c.migrate, opts...)
+		return s, "postgres store " + name, err
 	case "overlay":
 		lower, upper := filepath.Join(c.lower, sub), c.root
 		if upper != "" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // binary is memory-mcp built from this tree; the end-to-end tests run it as a client would.
@@ -39,6 +41,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	vfstest.StopPostgres()
 	os.Exit(code)
 }
 
@@ -118,7 +121,11 @@ func testEnv(t *testing.T) []string {
 // startHTTP starts the binary on a free loopback port and waits for its "listening" line.
 func startHTTP(t *testing.T, transport string, args ...string) *serverProc {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"-transport", transport, "-addr", "127.0.0.1:0", "-root", filepath.Join(t.TempDir(), "m")}, args...)...)
+	base := []string{"-transport", transport, "-addr", "127.0.0.1:0"}
+	if !slices.Contains(args, "postgres") { // a database store has no -root
+		base = append(base, "-root", filepath.Join(t.TempDir(), "m"))
+	}
+	cmd := exec.Command(binary, append(base, args...)...)
 	cmd.Env = testEnv(t)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {

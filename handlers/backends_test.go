@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // backend builds one kind of store, seeded with files (storage name → content; a name
@@ -29,10 +31,81 @@ type backend struct {
 // wrapper), and the host directories whose paths must never show in any output.
 type fixture struct {
 	store    *vfs.Store
-	fs       vfs.FS
+	fs       vfs.FS // nil for the database backend
 	hostDirs []string
 	lowerDir string // the overlays' lower layer, which must never change
 }
+
+// tree returns every entry the store holds, as dumpTree does.
+func (fx *fixture) tree(t testing.TB) map[string][]byte {
+	t.Helper()
+	if fx.fs != nil {
+		return dumpTree(t, fx.fs)
+	}
+	tree := map[string][]byte{}
+	err := fx.store.View(context.Background(), func(tx *vfs.Tx) error {
+		var walk func(dir vfs.Path) error
+		walk = func(dir vfs.Path) error {
+			entries, err := tx.List(dir)
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				p := dir.Join(e.Name)
+				if e.IsDir() {
+					tree[p.Name()+"/"] = nil
+					if err := walk(p); err != nil {
+						return err
+					}
+					continue
+				}
+				if tree[p.Name()], err = tx.ReadFile(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return walk(vfs.MustResolve(vfs.Root))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return impliedDirs(tree)
+}
+
+// postgresBackend is a store in the test PostgreSQL cluster, seeded through the storage (an
+// empty directory by creating a file in it and deleting that). It is not among backends():
+// those are the afero filesystems, which the fault and concurrency tests reach into.
+var postgresBackend = backend{"postgres", func(t testing.TB, seed map[string][]byte, _ func(vfs.FS) vfs.FS) *fixture {
+	st, err := vfs.NewPostgresStorage(context.Background(), vfstest.PostgresDSN(t), vfstest.UniqueName(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	tx, err := st.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range sortedNames(seed) {
+		p := vfs.MustResolve(vfs.Root + "/" + strings.TrimSuffix(name, "/"))
+		if !strings.HasSuffix(name, "/") {
+			err = tx.CreateFile(ctx, p, seed[name])
+		} else if _, statErr := tx.Stat(ctx, p); vfs.IsNotExist(statErr) {
+			placeholder := p.Join("placeholder")
+			if err = tx.CreateFile(ctx, placeholder, nil); err == nil {
+				err = tx.RemoveAll(ctx, placeholder)
+			}
+		}
+		if err != nil {
+			t.Fatalf("seed %s: %v", name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{store: vfs.NewStore(st)}
+}}
 
 func backends() []backend {
 	return []backend{
@@ -172,7 +245,12 @@ func dumpTree(t testing.TB, fsys afero.Fs) map[string][]byte {
 		}
 	}
 	walk("")
-	// A directory that holds something is implied by its entries.
+	return impliedDirs(tree)
+}
+
+// impliedDirs leaves out of a tree the directories that hold something: their entries imply
+// them.
+func impliedDirs(tree map[string][]byte) map[string][]byte {
 	for name := range tree {
 		if strings.HasSuffix(name, "/") {
 			for other := range tree {

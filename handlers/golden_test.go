@@ -111,7 +111,11 @@ func runScenario(t *testing.T, file string) {
 
 	var firstGot []string
 	var firstTree map[string][]byte
-	for _, b := range backends() {
+	all := backends()
+	if cfg.Fail == nil { // faults are injected through the afero filesystems
+		all = append(all, postgresBackend)
+	}
+	for _, b := range all {
 		t.Run(b.name, func(t *testing.T) {
 			wrap := noWrap
 			if cfg.Fail != nil {
@@ -143,7 +147,7 @@ func runScenario(t *testing.T, file string) {
 					t.Errorf("call %d %s: result differs (-want +got):\n%s", i+1, s.call, cmp.Diff(s.want, out))
 				}
 			}
-			after := dumpTree(t, fx.fs)
+			after := fx.tree(t)
 			if !*update {
 				if diff := cmp.Diff(wantAfter, canonicalTree(after), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("tree after the calls differs (-want +got):\n%s", diff)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // TestMain lets the test binary act as a second server process: with MEMORY_MCP_TEST_CHILD
@@ -24,7 +25,9 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("MEMORY_MCP_TEST_CHILD") {
 	case "":
-		os.Exit(m.Run())
+		code := m.Run()
+		vfstest.StopPostgres()
+		os.Exit(code)
 	case "edit":
 		childEdit()
 	case "rewrite":

@@ -49,9 +49,24 @@ type PostgresStorage struct {
 	since  int              // versions recorded since the last prune
 }
 
-// Migrate brings the database's schema up to date, under an advisory lock so that replicas
+// MigratePostgres brings the schema of the database of dsn up to date and returns its
+// version (memory-mcp migrate).
+func MigratePostgres(ctx context.Context, dsn string) (int, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return 0, fmt.Errorf("-dsn: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	return migrate(ctx, pool)
+}
+
+// migrate brings the database's schema up to date, under an advisory lock so that replicas
 // starting together take turns; it returns the schema version.
-func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+func migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -89,8 +104,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 // OpenPostgresStore opens the store named store in the database of dsn (a postgres:// URL or
 // key/value DSN; PG* environment variables fill in what it leaves out), creating the store
 // if needed. With migrate, the schema is brought up to date first.
-func OpenPostgresStore(ctx context.Context, dsn, store string, migrate bool, opts ...Option) (*Store, error) {
-	st, err := NewPostgresStorage(ctx, dsn, store, migrate, opts...)
+func OpenPostgresStore(ctx context.Context, dsn, store string, migrateSchema bool, opts ...Option) (*Store, error) {
+	st, err := NewPostgresStorage(ctx, dsn, store, migrateSchema, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +113,7 @@ func OpenPostgresStore(ctx context.Context, dsn, store string, migrate bool, opt
 }
 
 // NewPostgresStorage is OpenPostgresStore's storage.
-func NewPostgresStorage(ctx context.Context, dsn, store string, migrate bool, opts ...Option) (*PostgresStorage, error) {
+func NewPostgresStorage(ctx context.Context, dsn, store string, migrateSchema bool, opts ...Option) (*PostgresStorage, error) {
 	o := collect(opts)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -116,8 +131,8 @@ func NewPostgresStorage(ctx context.Context, dsn, store string, migrate bool, op
 	if !hist.Off {
 		s.history = &hist
 	}
-	if migrate && !o.readOnly {
-		if _, err := Migrate(ctx, pool); err != nil {
+	if migrateSchema && !o.readOnly {
+		if _, err := migrate(ctx, pool); err != nil {
 			pool.Close()
 			return nil, err
 		}
