@@ -104,12 +104,12 @@ func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
 	)
 	for rows.Next() {
 		var (
-			v              Version
-			id, seq        int64
-			kind           string
-			sum, prev      []byte
-			redactedBy     *string
-			redactedTime   *time.Time
+			v            Version
+			id, seq      int64
+			kind         string
+			sum, prev    []byte
+			redactedBy   *string
+			redactedTime *time.Time
 		)
 		if err := rows.Scan(&id, &seq, &v.Time, &v.Actor, &v.Command, &kind, &v.Path, &v.NewPath, &v.Size, &sum, &v.PrevSize, &prev,
 			&redactedBy, &redactedTime, &v.PrevRedacted); err != nil {

@@ -485,8 +485,6 @@ func (t *pgTx) Tree(ctx context.Context, p Path, depth int, skip func(name strin
 	return build(root, 0), nil
 }
 
-
-
 // Usage returns the bytes of all files of the store.
 func (t *pgTx) Usage(ctx context.Context) (int64, error) {
 	var n int64

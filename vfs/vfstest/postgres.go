@@ -120,5 +120,3 @@ func freePort() (int, error) {
 func UniqueName(t testing.TB) string {
 	return fmt.Sprintf("t%d-%s", time.Now().UnixNano(), filepath.Base(t.Name()))
 }
-
-
