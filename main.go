@@ -7,6 +7,7 @@
 //	memory-mcp [flags]               serve (stdio by default)
 //	memory-mcp [flags] exec JSON|-   run one memory_20250818 input and print the result
 //	memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
+//	memory-mcp -backend postgres -dsn URL migrate
 //	memory-mcp [flags] log [PATH]    the history of changes, newest first
 //	memory-mcp [flags] show PATH@SEQ, diff PATH [SEQ [SEQ]], restore PATH@SEQ | -at TIME [PATH],
 //	                   redact PATH@SEQ
@@ -714,6 +715,8 @@ Usage:
   memory-mcp [flags] ui            serve the web page on 127.0.0.1 (a free port); the first line
                                    printed is its address with a one-time login token
   memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
+  memory-mcp -backend postgres -dsn URL migrate
+                                   bring the database's schema up to date
   memory-mcp [flags] log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]
                                    the history of changes, newest first
   memory-mcp [flags] show PATH@SEQ the content of PATH after version SEQ
