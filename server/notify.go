@@ -185,9 +185,8 @@ func (n *notifier) addLocked(l *listener) {
 		ctx, stop := context.WithCancel(context.Background())
 		w = &watch{listeners: map[*listener]bool{}, stop: stop}
 		n.watches[l.mem] = w
-		sub := l.mem.Subscribe(256)
-		w.paths = n.listed(l.mem)
-		go n.run(ctx, l.mem, w, sub)
+		w.paths = map[string]bool{} // run lists the files, outside the lock
+		go n.run(ctx, l.mem, w, l.mem.Subscribe(256))
 	}
 	w.listeners[l] = true
 }
@@ -221,6 +220,11 @@ func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
 // run delivers the notifications of one memory's changes until ctx is done.
 func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch, sub *vfs.Subscription) {
 	defer sub.Close()
+	if paths := n.listed(mem); paths != nil { // before any batch: run alone applies them
+		n.mu.Lock()
+		w.paths = paths
+		n.mu.Unlock()
+	}
 	go mem.Watch(ctx, watchInterval)
 	missed := uint64(0)
 	for {

@@ -206,8 +206,9 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 		ctx = vfs.WithActor(ctx, actor)
 		res := s.call(ctx, command, cmd, args)
 		d := time.Since(start)
-		logCall(log, tool, cmd, args, res, d)
-		s.logToClient(ctx, tool, cmd, args, res, d)
+		c := describeCall(tool, cmd, args, res, d)
+		logCall(log, c)
+		s.logToClient(ctx, c)
 		if res.IsError {
 			return mcp.NewToolResultError(res.Text), nil
 		}
@@ -274,8 +275,7 @@ func describeCall(tool, cmd string, args map[string]any, res handlers.Result, d 
 }
 
 // logCall writes the call's line to the server's log.
-func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
-	c := describeCall(tool, cmd, args, res, d)
+func logCall(log zerolog.Logger, c callLine) {
 	ev := log.Info()
 	if c.err != nil {
 		ev = log.Error().Err(c.err)
@@ -298,8 +298,7 @@ func logCall(log zerolog.Logger, tool, cmd string, args map[string]any, res hand
 // logToClient sends the call's line to the client as an MCP log message (logging
 // capability), when the session asked for that level: info for a call that worked, warning
 // for a refused one, error for a failure (whose cause stays in the server's log).
-func (s *Server) logToClient(ctx context.Context, tool, cmd string, args map[string]any, res handlers.Result, d time.Duration) {
-	c := describeCall(tool, cmd, args, res, d)
+func (s *Server) logToClient(ctx context.Context, c callLine) {
 	level := mcp.LoggingLevelInfo
 	switch c.outcome {
 	case "refused":

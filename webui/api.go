@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -117,10 +118,11 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		out, err = map[string]any{"matches": matches, "more": more}, e
 	case change && (name == "save" || name == "delete" || name == "restore"):
-		out, err = h.change(w, r, s, mem, name)
-		if out == nil && err == nil {
-			return // the body was refused; change answered
+		var req changeRequest
+		if !h.readBody(w, r, &req) {
+			return
 		}
+		out, err = h.change(ctx, s, mem, name, req)
 	default:
 		apiError(w, http.StatusNotFound, "no such request: "+r.Method+" "+name)
 		return
@@ -146,20 +148,19 @@ type changeRequest struct {
 	At  time.Time `json:"at"`
 }
 
-// change reads the body of a change (within its size cap and deadline) and makes it.
-func (h *Handler) change(w http.ResponseWriter, r *http.Request, s *session, mem *handlers.Handlers, name string) (any, error) {
-	var req changeRequest
-	if !h.readBody(w, r, &req) {
-		return nil, nil
-	}
-	ctx := vfs.WithActor(r.Context(), vfs.ActorWeb)
+// badRequest is a change request the page would never send (400).
+type badRequest string
+
+func (b badRequest) Error() string { return string(b) }
+
+// change makes a change the page asked for, its body read.
+func (h *Handler) change(ctx context.Context, s *session, mem *handlers.Handlers, name string, req changeRequest) (any, error) {
 	var expect *vfs.Digest
 	if req.SHA256 != nil {
 		expect = new(vfs.Digest)
 		if *req.SHA256 != "" {
 			if err := expect.UnmarshalText([]byte(*req.SHA256)); err != nil {
-				apiError(w, http.StatusBadRequest, "sha256 must be 64 hexadecimal digits")
-				return nil, nil
+				return nil, badRequest("sha256 must be 64 hexadecimal digits")
 			}
 		}
 	}
@@ -171,8 +172,7 @@ func (h *Handler) change(w http.ResponseWriter, r *http.Request, s *session, mem
 	switch name {
 	case "save":
 		if req.Text == nil {
-			apiError(w, http.StatusBadRequest, "save needs the file's text")
-			return nil, nil
+			return nil, badRequest("save needs the file's text")
 		}
 		var b *vfs.Batch
 		b, err = mem.Write(ctx, req.Path, []byte(*req.Text), expect)

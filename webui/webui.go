@@ -353,7 +353,10 @@ func validToken(got, want string) bool {
 // errStatus maps an operation's error to a status and a message for the person.
 func (h *Handler) errStatus(err error, r *http.Request) (int, string) {
 	var refusal *handlers.Refusal
+	var bad badRequest
 	switch {
+	case errors.As(err, &bad):
+		return http.StatusBadRequest, string(bad)
 	case errors.As(err, &refusal):
 		return http.StatusConflict, refusal.Msg // the memory is not as the request needs
 	case errors.Is(err, context.DeadlineExceeded):
