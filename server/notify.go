@@ -47,6 +47,7 @@ type notifier struct {
 	mu       sync.Mutex
 	sessions map[string]*listener // 2025-era sessions, by session id (registered ones)
 	watches  map[*handlers.Handlers]*watch
+	running  sync.WaitGroup // the watches' goroutines, which read the memories
 }
 
 // listener is one session or listen stream that receives notifications.
@@ -186,6 +187,7 @@ func (n *notifier) addLocked(l *listener) {
 		w = &watch{listeners: map[*listener]bool{}, stop: stop}
 		n.watches[l.mem] = w
 		w.paths = map[string]bool{} // run lists the files, outside the lock
+		n.running.Add(1)
 		go n.run(ctx, l.mem, w, l.mem.Subscribe(256))
 	}
 	w.listeners[l] = true
@@ -204,6 +206,18 @@ func (n *notifier) removeLocked(l *listener) {
 	}
 }
 
+// close stops every watch and waits until none reads its memory any more: the server is
+// done, and its caller may close the stores.
+func (n *notifier) close() {
+	n.mu.Lock()
+	for mem, w := range n.watches {
+		w.stop()
+		delete(n.watches, mem)
+	}
+	n.mu.Unlock()
+	n.running.Wait()
+}
+
 // listed returns the memory's listed files.
 func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
 	files, err := mem.FileList(context.Background())
@@ -219,13 +233,18 @@ func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
 
 // run delivers the notifications of one memory's changes until ctx is done.
 func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch, sub *vfs.Subscription) {
+	defer n.running.Done()
 	defer sub.Close()
 	if paths := n.listed(mem); paths != nil { // before any batch: run alone applies them
 		n.mu.Lock()
 		w.paths = paths
 		n.mu.Unlock()
 	}
-	go mem.Watch(ctx, watchInterval)
+	n.running.Add(1)
+	go func() {
+		defer n.running.Done()
+		mem.Watch(ctx, watchInterval)
+	}()
 	missed := uint64(0)
 	for {
 		select {

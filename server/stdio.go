@@ -33,6 +33,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
 		return err
 	}
+	defer s.notify.close() // after the session is gone: nothing reads the memory after this returns
 	defer s.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
 
 	// Requests run on reqCtx, which outlives ctx until the drain is over; long-lived

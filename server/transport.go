@@ -164,10 +164,12 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 	if ui := s.ui.Load(); ui != nil {
 		ui.EndAll() // and so would the web page's
 	}
-	if err := <-shut; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err := <-shut
+	<-done
+	s.notify.close()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	<-done
 	return nil
 }
 

@@ -40,9 +40,15 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, s *session, mem
 
 	sub := mem.Subscribe(64)
 	defer sub.Close()
+	// The watch reads the memory: it is over before this returns, and so before whoever
+	// serves the page closes the store.
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go mem.Watch(ctx, h.cfg.WatchInterval)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		mem.Watch(ctx, h.cfg.WatchInterval)
+	}()
+	defer func() { cancel(); <-watched }()
 
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
