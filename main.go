@@ -75,6 +75,8 @@ type config struct {
 	dsn, store         string
 	migrate            bool
 	sub                subFlags // the history subcommands' own flags
+
+	pg *vfs.PostgresDB // with -backend postgres: the database, opened once for every store
 }
 
 // usageError is a bad flag or value: one line on stderr, exit status 2.
@@ -361,6 +363,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return 2
 		}
 	}
+	if c.backend == "postgres" {
+		octx, cancel := context.WithTimeout(ctx, time.Minute)
+		c.pg, err = vfs.OpenPostgres(octx, c.dsn, c.migrate && !c.readOnly)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: cannot open the database: %v\n", err)
+			return 1
+		}
+		defer c.pg.Close() // after the stores, which are closed by deferred calls made later
+	}
 	limits := handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes}
 	open := func(sub string, readOnly bool) (*handlers.Handlers, *vfs.Store, string, error) {
 		readOnly = readOnly || c.readOnly
@@ -567,7 +579,7 @@ func openStore(c *config, sub string, readOnly bool, getenv func(string) string)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		s, err := vfs.OpenPostgresStore(ctx, c.dsn, name, c.migrate, opts...)
+		s, err := c.pg.Store(ctx, name, opts...)
 		return s, "postgres store " + name, err
 	case "overlay":
 		lower, upper := filepath.Join(c.lower, sub), c.root

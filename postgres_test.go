@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -100,5 +102,113 @@ func TestPostgresTwoReplicas(t *testing.T) {
 		if n := strings.Count(out, " done"); n != 50 {
 			t.Errorf("%d of 50 changes present:\n%s", n, out)
 		}
+	}
+}
+
+// The database restarted (-m fast), killed and restarted (-m immediate), and stopped for a
+// while, as 4 clients keep creating files through one replica: every call ends within its
+// deadline; a call that fails is a tool result with a neutral reason; no acknowledged
+// change is lost; and memory-mcp serves again by itself once the database is back.
+func TestPostgresFaults(t *testing.T) {
+	db := vfstest.NewPostgresCluster(t)
+	p := startHTTP(t, "http", "-backend", "postgres", "-dsn", db.DSN, "-call-timeout", "5s", "-max-inflight", "64")
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, "")
+	failure := regexp.MustCompile(`^Error: Could not create /memories/w\d+/f\d+\.md: (storage unavailable|the storage did not answer in time, try again)$`)
+
+	var (
+		mu        sync.Mutex
+		acked     []string
+		failures  int
+		successes [4]int
+		next      [4]int // each writer's next file, across the phases
+	)
+	write := func(ctx context.Context, w int) {
+		for ; ctx.Err() == nil; next[w]++ {
+			path := fmt.Sprintf("/memories/w%d/f%d.md", w, next[w])
+			start := time.Now()
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_create", Arguments: map[string]any{"path": path, "file_text": path}})
+			if took := time.Since(start); took > 15*time.Second {
+				t.Errorf("create %s took %v, past its 5 s deadline", path, took)
+			}
+			if err != nil {
+				t.Errorf("create %s: not a tool result: %v", path, err)
+				return
+			}
+			text := res.Content[0].(*mcp.TextContent).Text
+			mu.Lock()
+			switch {
+			case !res.IsError:
+				acked = append(acked, path)
+				successes[w]++
+			case failure.MatchString(text):
+				failures++
+			default:
+				t.Errorf("create %s: %q", path, text)
+			}
+			mu.Unlock()
+			if res.IsError {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	// phase runs the writers around fault, until each has had 3 more successes after it.
+	phase := func(name string, fault func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() { write(ctx, w) })
+		}
+		time.Sleep(200 * time.Millisecond)
+		fault()
+		mu.Lock()
+		after := successes
+		mu.Unlock()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			mu.Lock()
+			done := true
+			for w := range 4 {
+				done = done && successes[w] >= after[w]+3
+			}
+			mu.Unlock()
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: memory-mcp did not serve again within 60 s of the database's return", name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+		wg.Wait()
+	}
+	phase("restart -m fast", func() { db.Restart(t, "fast") })
+	phase("restart -m immediate", func() { db.Restart(t, "immediate") })
+	phase("stopped for a second", func() {
+		db.Stop(t, "immediate")
+		mu.Lock()
+		before := failures
+		mu.Unlock()
+		for met := false; !met; { // at least one call meets the outage
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			met = failures > before
+			mu.Unlock()
+		}
+		time.Sleep(time.Second)
+		db.Start(t)
+	})
+	if failures == 0 {
+		t.Error("no call met the outage")
+	}
+	// Every acknowledged create is there, with its content.
+	for _, path := range acked {
+		if out, isErr := callText(t, cs, "memory_view", map[string]any{"path": path}); isErr || !strings.Contains(out, path) {
+			t.Errorf("acknowledged %s: %q", path, out)
+		}
+	}
+	t.Logf("%d creates acknowledged, %d refused during the outages", len(acked), failures)
+	if strings.Contains(p.stderr.String(), `"level":"panic"`) {
+		t.Error("a panic was logged")
 	}
 }

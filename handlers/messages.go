@@ -25,6 +25,9 @@ const (
 	ReasonTimeout = "the storage did not answer in time, try again"
 	// ReasonGone: the storage directory was removed or unmounted.
 	ReasonGone = "the storage directory is missing"
+	// ReasonUnavailable: the database is down, restarting or out of reach; the server
+	// reconnects by itself, so trying again later works.
+	ReasonUnavailable = "storage unavailable"
 )
 
 // reason maps a storage error to one of the neutral reasons. The error itself, which may
@@ -35,6 +38,8 @@ func reason(err error) string {
 		return ReasonTimeout
 	case vfs.FailGone:
 		return ReasonGone
+	case vfs.FailUnavailable:
+		return ReasonUnavailable
 	case vfs.FailNoSpace:
 		return ReasonNoSpace
 	case vfs.FailReadOnly:

@@ -42,6 +42,7 @@ const (
 	FailReadOnly                  // read-only filesystem
 	FailPermission                // permission denied
 	FailIO                        // input/output error
+	FailUnavailable               // the database cannot be reached
 )
 
 // FailureOf classifies a storage error. The error itself, which may name host paths,
@@ -52,6 +53,8 @@ func FailureOf(err error) Failure {
 		return FailTimeout
 	case errors.Is(err, ErrStorageGone):
 		return FailGone
+	case errors.Is(err, ErrUnavailable):
+		return FailUnavailable
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
 		return FailNoSpace
 	case errors.Is(err, syscall.EROFS):

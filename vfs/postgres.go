@@ -37,7 +37,8 @@ const migrationLock = 0x6d6d_0001
 
 // PostgresStorage is the Storage of one store in a PostgreSQL database.
 type PostgresStorage struct {
-	pool     *pgxpool.Pool
+	db       *PostgresDB
+	ownsDB   bool // opened by NewPostgresStorage: Close closes the database too
 	id       int64
 	readOnly bool
 	history  *HistoryConfig // nil when the store keeps no history
@@ -52,16 +53,13 @@ type PostgresStorage struct {
 // MigratePostgres brings the schema of the database of dsn up to date and returns its
 // version (memory-mcp migrate).
 func MigratePostgres(ctx context.Context, dsn string) (int, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return 0, fmt.Errorf("-dsn: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	db, err := OpenPostgres(ctx, dsn, false)
 	if err != nil {
 		return 0, err
 	}
-	defer pool.Close()
-	return migrate(ctx, pool)
+	defer db.Close()
+	v, err := migrate(ctx, db.pool)
+	return v, pgErr(ctx, err)
 }
 
 // migrate brings the database's schema up to date, under an advisory lock so that replicas
@@ -101,9 +99,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	return version, tx.Commit(ctx)
 }
 
-// OpenPostgresStore opens the store named store in the database of dsn (a postgres:// URL or
-// key/value DSN; PG* environment variables fill in what it leaves out), creating the store
-// if needed. With migrate, the schema is brought up to date first.
+// OpenPostgresStore opens the store named store in the database of dsn, with a database
+// connection of its own (OpenPostgres and PostgresDB.Store share one between stores).
 func OpenPostgresStore(ctx context.Context, dsn, store string, migrateSchema bool, opts ...Option) (*Store, error) {
 	st, err := NewPostgresStorage(ctx, dsn, store, migrateSchema, opts...)
 	if err != nil {
@@ -114,53 +111,34 @@ func OpenPostgresStore(ctx context.Context, dsn, store string, migrateSchema boo
 
 // NewPostgresStorage is OpenPostgresStore's storage.
 func NewPostgresStorage(ctx context.Context, dsn, store string, migrateSchema bool, opts ...Option) (*PostgresStorage, error) {
-	o := collect(opts)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("-dsn: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	db, err := OpenPostgres(ctx, dsn, migrateSchema && !collect(opts).readOnly)
 	if err != nil {
 		return nil, err
 	}
-	s := &PostgresStorage{pool: pool, readOnly: o.readOnly}
-	hist := DefaultHistory
-	if o.history != nil {
-		hist = *o.history
-	}
-	if !hist.Off {
-		s.history = &hist
-	}
-	if migrateSchema && !o.readOnly {
-		if _, err := migrate(ctx, pool); err != nil {
-			pool.Close()
-			return nil, err
-		}
-	}
-	if !o.readOnly {
-		if _, err := pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", store); err != nil {
-			pool.Close()
-			return nil, err
-		}
-	}
-	if err := pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", store).Scan(&s.id, &s.gen); err != nil {
-		pool.Close()
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("there is no store %q in the database", store)
-		}
+	s, err := db.Storage(ctx, store, opts...)
+	if err != nil {
+		db.Close()
 		return nil, err
 	}
+	s.ownsDB = true
 	return s, nil
 }
 
 // ReadOnly reports whether every change is refused.
 func (s *PostgresStorage) ReadOnly() bool { return s.readOnly }
 
-// Close closes the connection pool.
+// Close closes the database connection when the storage has one of its own.
 func (s *PostgresStorage) Close() error {
-	s.pool.Close()
+	if s.ownsDB {
+		s.db.Close()
+	}
 	return nil
 }
+
+// Changes returns a channel that receives when another transaction may have changed the
+// store, in any process (the database's LISTEN/NOTIFY); stop ends it. Store.Watch uses it
+// instead of polling.
+func (s *PostgresStorage) Changes() (ch <-chan struct{}, stop func()) { return s.db.watch(s.id) }
 
 // TrackAccess records when each file is viewed or changed, by the clock now.
 func (s *PostgresStorage) TrackAccess(now func() time.Time) error {
@@ -178,7 +156,7 @@ func (s *PostgresStorage) Begin(ctx context.Context, write bool) (Txn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.db.pool.Begin(ctx)
 	if err != nil {
 		return nil, pgErr(ctx, err)
 	}
@@ -186,7 +164,7 @@ func (s *PostgresStorage) Begin(ctx context.Context, write bool) (Txn, error) {
 	if write {
 		lock = "SELECT pg_advisory_xact_lock($1, $2)"
 	}
-	t := &pgTx{s: s, tx: tx, write: write}
+	t := &pgTx{s: s, tx: tx, write: write, ctx: ctx}
 	var gen int64
 	_, err = tx.Exec(ctx, lock, lockClass, int32(s.id))
 	if err == nil {
@@ -207,14 +185,6 @@ func (s *PostgresStorage) Begin(ctx context.Context, write bool) (Txn, error) {
 	return t, nil
 }
 
-// pgErr turns an error of a call into ctx's error when ctx is done (the call was cancelled).
-func pgErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
-}
-
 // pgTx is one transaction of a PostgresStorage.
 type pgTx struct {
 	s        *PostgresStorage
@@ -223,6 +193,8 @@ type pgTx struct {
 	changed  bool
 	external bool
 	done     bool
+	gen      int64           // the generation this transaction's change gives the store
+	ctx      context.Context // Begin's: a commit, too, ends with the call
 	now      func() time.Time // access tracking's clock, nil when not tracked
 	accessed []string         // files a read transaction viewed, recorded at commit
 	hist     *pgHistory
@@ -240,34 +212,36 @@ func (t *pgTx) History() History {
 	return t.hist
 }
 
-// Commit records the views of a read transaction, prunes the history when due, and commits.
+// Commit records the views of a read transaction, prunes the history when due, and
+// commits, within the call's time: if the database does not answer, the call fails (and
+// the change may or may not have landed; it was not acknowledged).
 func (t *pgTx) Commit() error {
 	if t.done {
 		return nil
 	}
 	t.done = true
-	ctx := context.Background()
+	ctx := t.ctx
 	if len(t.accessed) > 0 && t.now != nil {
 		if _, err := t.tx.Exec(ctx, "UPDATE memory_mcp_entries SET accessed = $3 WHERE store = $1 AND path = ANY($2)", t.s.id, t.accessed, t.now().Unix()); err != nil {
-			t.tx.Rollback(ctx)
-			return err
+			t.rollback()
+			return pgErr(ctx, err)
 		}
 	}
 	if t.hist != nil && t.hist.seq != 0 {
 		if err := t.hist.pruneIfDue(ctx); err != nil {
-			t.tx.Rollback(ctx)
-			return err
+			t.rollback()
+			return pgErr(ctx, err)
 		}
 	}
-	if err := t.tx.Commit(ctx); err != nil {
-		return err
-	}
 	if t.changed {
+		// This value's own change is no news to it. Set before the commit: no other
+		// transaction can read the new generation until then (this one holds the store's
+		// lock), and a failed commit costs at most one needless rescan later.
 		t.s.mu.Lock()
-		t.s.gen++ // this value's own change is no news to it
+		t.s.gen = t.gen
 		t.s.mu.Unlock()
 	}
-	return nil
+	return pgErr(ctx, t.tx.Commit(ctx))
 }
 
 // Rollback undoes the transaction.
@@ -276,11 +250,21 @@ func (t *pgTx) Rollback() error {
 		return nil
 	}
 	t.done = true
-	t.tx.Rollback(context.Background())
+	t.rollback()
 	return nil
 }
 
-// beforeChange marks the transaction as changing the store: its generation goes up.
+// rollback ends the transaction without its changes; a connection that does not answer
+// within the time is closed, which ends the transaction in the database too.
+func (t *pgTx) rollback() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	t.tx.Rollback(ctx)
+}
+
+// beforeChange marks the transaction as changing the store: its generation goes up, and
+// every process listening hears of it when the transaction commits (NOTIFY is delivered
+// at commit, and not at all after a rollback).
 func (t *pgTx) beforeChange(ctx context.Context) error {
 	if !t.write {
 		return ErrReadOnlyTx
@@ -292,7 +276,7 @@ func (t *pgTx) beforeChange(ctx context.Context) error {
 		return nil
 	}
 	t.changed = true
-	_, err := t.tx.Exec(ctx, "UPDATE memory_mcp_stores SET generation = generation + 1 WHERE id = $1", t.s.id)
+	err := t.tx.QueryRow(ctx, "UPDATE memory_mcp_stores SET generation = generation + 1 WHERE id = $1 RETURNING generation, pg_notify('"+changeChannel+"', id::text)", t.s.id).Scan(&t.gen, nil)
 	return pgErr(ctx, err)
 }
 

@@ -124,20 +124,34 @@ func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (
 	return b, nil
 }
 
-// Watch notices changes made by other processes while this one is idle, checking every
-// interval until ctx is done, so that subscribers hear of them without waiting for this
-// process's next call. (A transaction notices them anyway.)
+// Watch notices changes made by other processes while this one is idle, until ctx is
+// done, so that subscribers hear of them without waiting for this process's next call. (A
+// transaction notices them anyway.) Storage that announces its changes (PostgreSQL's
+// LISTEN/NOTIFY) is checked when it says so, and every 20 intervals besides; other storage
+// every interval.
 func (s *Store) Watch(ctx context.Context, interval time.Duration) {
+	var changes <-chan struct{}
+	if a, ok := s.st.(announcer); ok {
+		ch, stop := a.Changes()
+		defer stop()
+		changes, interval = ch, 20*interval
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-changes:
 		case <-t.C:
-			s.View(ctx, func(*Tx) error { return nil })
 		}
+		s.View(ctx, func(*Tx) error { return nil })
 	}
+}
+
+// announcer is storage that tells when another transaction may have changed it.
+type announcer interface {
+	Changes() (ch <-chan struct{}, stop func())
 }
 
 // Tx is one transaction of a Store, as the commands use it: the storage's transaction, bound

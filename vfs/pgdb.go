@@ -1,0 +1,226 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PostgresDB is one PostgreSQL database that holds stores: a connection pool that all its
+// stores share, and the one connection that listens for changes (LISTEN/NOTIFY) on behalf
+// of every store of this process that is watched. A process opens it once, however many
+// tenants' stores it serves.
+type PostgresDB struct {
+	pool    *pgxpool.Pool
+	connCfg *pgx.ConnConfig
+
+	mu       sync.Mutex
+	watchers map[int64]map[chan struct{}]bool // by store id
+	stop     context.CancelFunc               // the listener's, nil until something watches
+	done     chan struct{}
+	closed   bool
+}
+
+// changeChannel is the NOTIFY channel on which every committed change of a store is
+// announced; the payload is the store's id.
+const changeChannel = "memory_mcp_changes"
+
+// defaultMaxConns is the pool's size unless the DSN sets pool_max_conns: enough for the
+// reads of many concurrent calls (changes to one store wait for its lock in turn anyway).
+const defaultMaxConns = 16
+
+// OpenPostgres connects to the database of dsn (a postgres:// URL or key/value DSN; PG*
+// environment variables fill in what it leaves out). With migrateSchema the schema is
+// brought up to date first.
+func OpenPostgres(ctx context.Context, dsn string, migrateSchema bool) (*PostgresDB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("-dsn: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := &PostgresDB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}}
+	if migrateSchema {
+		if _, err := migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, pgErr(ctx, err)
+		}
+	}
+	return db, nil
+}
+
+// Close stops the listener and closes the pool; the stores opened from db must be closed
+// (or no longer used) first.
+func (db *PostgresDB) Close() {
+	db.mu.Lock()
+	db.closed = true
+	stop, done := db.stop, db.done
+	db.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	db.pool.Close()
+}
+
+// Store opens the store named name, creating it unless the store is opened read-only.
+func (db *PostgresDB) Store(ctx context.Context, name string, opts ...Option) (*Store, error) {
+	st, err := db.Storage(ctx, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return NewStore(st), nil
+}
+
+// Storage is Store's storage.
+func (db *PostgresDB) Storage(ctx context.Context, name string, opts ...Option) (*PostgresStorage, error) {
+	o := collect(opts)
+	s := &PostgresStorage{db: db, readOnly: o.readOnly}
+	hist := DefaultHistory
+	if o.history != nil {
+		hist = *o.history
+	}
+	if !hist.Off {
+		s.history = &hist
+	}
+	if !o.readOnly {
+		if _, err := db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err != nil {
+			return nil, pgErr(ctx, err)
+		}
+	}
+	if err := db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", name).Scan(&s.id, &s.gen); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("there is no store %q in the database", name)
+		}
+		return nil, pgErr(ctx, err)
+	}
+	return s, nil
+}
+
+// watch returns a channel that receives (without blocking the sender, so at most one is
+// pending) whenever the store id may have changed: a change committed by any process, or
+// the listener reconnecting after it could have missed some. stop ends it.
+func (db *PostgresDB) watch(id int64) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.watchers[id] == nil {
+		db.watchers[id] = map[chan struct{}]bool{}
+	}
+	db.watchers[id][ch] = true
+	if db.stop == nil && !db.closed {
+		ctx, cancel := context.WithCancel(context.Background())
+		db.stop, db.done = cancel, make(chan struct{})
+		go db.listen(ctx, db.done)
+	}
+	return ch, func() {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		delete(db.watchers[id], ch)
+		if len(db.watchers[id]) == 0 {
+			delete(db.watchers, id)
+		}
+	}
+}
+
+// wake signals the watchers of store id, or of every store when all is set.
+func (db *PostgresDB) wake(id int64, all bool) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for sid, chans := range db.watchers {
+		if all || sid == id {
+			for ch := range chans {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// listen holds a connection of its own that LISTENs for changes, reconnecting with a
+// growing pause (at most 5 s) when it is lost, until ctx is done. After each (re)connect
+// every watcher is woken, since changes may have been made while nobody listened.
+func (db *PostgresDB) listen(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	pause := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, db.connCfg)
+		if err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+changeChannel); err == nil {
+				pause = 100 * time.Millisecond
+				db.wake(0, true)
+				for {
+					n, err := conn.WaitForNotification(ctx)
+					if err != nil {
+						break
+					}
+					if id, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+						db.wake(id, false)
+					}
+				}
+			}
+			conn.Close(context.Background())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// ErrUnavailable marks a failure to reach the database: it is down, restarting, or the
+// network to it is broken. The call fails with a neutral reason, and a later one works as
+// soon as the database is back (the pool reconnects by itself).
+var ErrUnavailable = errors.New("the database is unavailable")
+
+// pgErr turns an error of a call into ctx's error when ctx is done (the call was cancelled
+// or ran out of time), and marks the errors that mean the database cannot be reached with
+// ErrUnavailable.
+func pgErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// unreachable reports whether err says the database could not be reached or the
+// connection was lost, as opposed to a statement the database refused.
+func unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exceptions; 57P0x: the server shutting down or starting;
+		// 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "conn closed")
+}
