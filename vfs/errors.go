@@ -35,14 +35,14 @@ type Failure int
 
 // The kinds of storage failures.
 const (
-	FailInternal   Failure = iota // anything else
-	FailTimeout                   // the call ran past its deadline
-	FailGone                      // the storage directory is missing
-	FailNoSpace                   // no space, quota exceeded, file too large
-	FailReadOnly                  // read-only filesystem
-	FailPermission                // permission denied
-	FailIO                        // input/output error
-	FailUnavailable               // the database cannot be reached
+	FailInternal    Failure = iota // anything else
+	FailTimeout                    // the call ran past its deadline
+	FailGone                       // the storage directory is missing
+	FailNoSpace                    // no space, quota exceeded, file too large
+	FailReadOnly                   // read-only filesystem
+	FailPermission                 // permission denied
+	FailIO                         // input/output error
+	FailUnavailable                // the database cannot be reached
 )
 
 // FailureOf classifies a storage error. The error itself, which may name host paths,

@@ -193,8 +193,8 @@ type pgTx struct {
 	changed  bool
 	external bool
 	done     bool
-	gen      int64           // the generation this transaction's change gives the store
-	ctx      context.Context // Begin's: a commit, too, ends with the call
+	gen      int64            // the generation this transaction's change gives the store
+	ctx      context.Context  // Begin's: a commit, too, ends with the call
 	now      func() time.Time // access tracking's clock, nil when not tracked
 	accessed []string         // files a read transaction viewed, recorded at commit
 	hist     *pgHistory
