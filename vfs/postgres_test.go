@@ -4,6 +4,9 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
@@ -33,4 +36,66 @@ func TestPostgresConformance(t *testing.T) {
 
 func TestPostgresHistoryConformance(t *testing.T) {
 	vfstest.TestHistory(t, func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage { return openPostgres(t, vfs.WithHistory(cfg)) })
+}
+
+// A change committed through one database connection reaches a store watched through
+// another (another replica) by LISTEN/NOTIFY: at once, not at Watch's next poll, which here
+// would be 20 minutes away. The listener comes back after the server ends its connection.
+func TestPostgresChangesAreAnnounced(t *testing.T) {
+	ctx := context.Background()
+	dsn, name := vfstest.PostgresDSN(t), vfstest.UniqueName(t)
+	dbA, err := vfs.OpenPostgres(ctx, dsn, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbA.Close()
+	a, err := dbA.Store(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := vfs.OpenPostgresStore(ctx, dsn, name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sub := a.Subscribe(16)
+	defer sub.Close()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.Watch(wctx, time.Minute) }()
+	defer func() { stop(); <-done }()
+
+	announced := func(file string) {
+		t.Helper()
+		p, _ := vfs.Resolve("/memories/" + file)
+		if err := b.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(p, []byte("x")) }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case batch := <-sub.C:
+			if !batch.External {
+				t.Errorf("batch %+v is not another process's change", batch)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the change to %s was not announced within 10 s", file)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the listener connects
+	announced("one.md")
+	// The server ends every other connection: the listener's too, which reconnects.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var ended int
+	if err := conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND query LIKE 'LISTEN%'").Scan(&ended); err != nil || ended == 0 {
+		t.Fatalf("ending the listener's connection: %v, %d ended", err, ended)
+	}
+	// What the reconnect wakes is a check, which finds nothing new: drain it.
+	time.Sleep(time.Second)
+	for len(sub.C) > 0 {
+		<-sub.C
+	}
+	announced("two.md")
 }
