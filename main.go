@@ -522,10 +522,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		log.Info().Str("addr", ln.Addr().String()).Str("url", "http://"+ln.Addr().String()+path).Msg("listening")
 		limits := server.DefaultLimits()
 		limits.Requests, limits.PerTenant, limits.RequestBytes = c.maxInflight, max(1, c.maxInflight/4), c.maxInflightBytes
+		sessions := server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant}
+		if c.pg != nil {
+			// Replicas on one database share their sessions: no sticky routing needed.
+			kctx, cancel := context.WithTimeout(ctx, time.Minute)
+			sessions.Key, err = c.pg.Sessions().Key(kctx)
+			cancel()
+			if err != nil {
+				ln.Close()
+				fmt.Fprintf(stderr, "memory-mcp: cannot read the session key from the database: %v\n", err)
+				return 1
+			}
+			sessions.Store = c.pg.Sessions()
+		}
 		err = srv.ServeHTTP(ctx, server.HTTPOptions{
 			Transport: c.transport, Listener: ln, MaxRequestBytes: c.maxRequestBytes,
 			Limits:         limits,
-			Sessions:       server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant},
+			Sessions:       sessions,
 			AllowedOrigins: splitList(c.allowedOrigins, "/"),
 			AllowedHosts:   splitList(c.allowedHosts, ""),
 			UI:             c.ui,

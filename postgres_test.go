@@ -2,11 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +45,7 @@ func TestPostgresMigrateAndFlags(t *testing.T) {
 	dsn := vfstest.PostgresDSN(t)
 	for range 2 { // the second time there is nothing to do
 		out, err := exec.Command(binary, "-backend", "postgres", "-dsn", dsn, "migrate").CombinedOutput()
-		if err != nil || string(out) != "The database's schema is at version 1.\n" {
+		if err != nil || string(out) != "The database's schema is at version 2.\n" {
 			t.Fatalf("migrate: %v %q", err, out)
 		}
 	}
@@ -210,5 +218,107 @@ func TestPostgresFaults(t *testing.T) {
 	t.Logf("%d creates acknowledged, %d refused during the outages", len(acked), failures)
 	if strings.Contains(p.stderr.String(), `"level":"panic"`) {
 		t.Error("a panic was logged")
+	}
+}
+
+// roundRobin is an HTTP load balancer with no sticky routing: each request goes to the next
+// replica in turn. It counts, per replica, the requests that carried a session id.
+type roundRobin struct {
+	targets []*url.URL
+	next    atomic.Uint64
+	mu      sync.Mutex
+	seen    []map[string]int // per replica: session id → requests
+	served  []int
+}
+
+func newRoundRobin(t *testing.T, urls ...string) *httptest.Server {
+	rr := &roundRobin{}
+	for _, u := range urls {
+		target, _ := url.Parse(u)
+		rr.targets = append(rr.targets, target)
+		rr.seen = append(rr.seen, map[string]int{})
+		rr.served = append(rr.served, 0)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			i := int(rr.next.Add(1) % uint64(len(rr.targets)))
+			rr.mu.Lock()
+			rr.served[i]++
+			if id := r.In.Header.Get("Mcp-Session-Id"); id != "" {
+				rr.seen[i][id]++
+			}
+			rr.mu.Unlock()
+			r.SetURL(rr.targets[i])
+		},
+		FlushInterval: -1, // event streams pass at once
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	roundRobins.Store(srv, rr)
+	return srv
+}
+
+var roundRobins sync.Map // *httptest.Server → *roundRobin
+
+// A client behind a round-robin balancer over two replicas runs the end-to-end scenario in
+// both protocol eras, with tenants: its successive requests land on both replicas, the
+// 2025-era session included, and nobody else's token can use that session on either.
+func TestPostgresRoundRobin(t *testing.T) {
+	dsn := vfstest.PostgresDSN(t)
+	ts, file := setupTenants(t)
+	// Each tenant's store has a name of this test's own.
+	var doc map[string][]map[string]any
+	data, _ := os.ReadFile(file)
+	json.Unmarshal(data, &doc)
+	for _, spec := range doc["tenants"] {
+		spec["dir"] = vfstest.UniqueName(t) + "-" + spec["name"].(string)
+	}
+	data, _ = json.Marshal(doc)
+	os.WriteFile(file, data, 0o600)
+
+	args := []string{"-backend", "postgres", "-dsn", dsn, "-tenants", file}
+	a, b := startHTTP(t, "http", args...), startHTTP(t, "http", args...)
+	lb := newRoundRobin(t, a.url, b.url)
+	rrv, _ := roundRobins.Load(lb)
+	rr := rrv.(*roundRobin)
+	for _, c := range []struct{ era, version, token string }{{"2026-07-28", "", ts.alice}, {"2025-11-25", "2025-11-25", ts.bob}} {
+		t.Run(c.era, func(t *testing.T) {
+			rr.mu.Lock()
+			before := slices.Clone(rr.served)
+			rr.mu.Unlock()
+			cs := tenantSession(t, "http", lb.URL, c.token, c.version)
+			checkSession(t, cs, c.version)
+			checkTools(t, cs)
+			runScenario(t, cs, false)
+			rr.mu.Lock()
+			defer rr.mu.Unlock()
+			for i := range rr.served {
+				if rr.served[i]-before[i] < 5 {
+					t.Errorf("replica %d served %d requests of the scenario", i, rr.served[i]-before[i])
+				}
+			}
+			if id := cs.ID(); c.version != "" {
+				if id == "" || rr.seen[0][id] == 0 || rr.seen[1][id] == 0 {
+					t.Errorf("session %q: %d requests on replica 0, %d on replica 1", id, rr.seen[0][id], rr.seen[1][id])
+				}
+				// Alice's token with bob's session is refused on both replicas.
+				for _, u := range []string{a.url, b.url} {
+					req, _ := http.NewRequest(http.MethodPost, u+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+					req.Header.Set("Authorization", "Bearer "+ts.alice)
+					req.Header.Set("Mcp-Session-Id", id)
+					req.Header.Set("Mcp-Protocol-Version", c.version)
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode < 400 {
+						t.Errorf("%s: another tenant's token used bob's session: %s", u, resp.Status)
+					}
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -27,7 +28,30 @@ type SessionLimits struct {
 	// Key signs session ids. Replicas that share it can verify each other's ids; empty
 	// means a random key of this process.
 	Key []byte
+	// Store, when set, keeps the sessions where every replica sees them (replicas must
+	// share Key too): a session started on one replica is served by all, and one ended on
+	// any (deleted, idle, evicted) is ended on all. Nil: this process's memory.
+	Store SessionStore
 }
+
+// SessionStore keeps the sessions of several replicas. A replica that cannot reach it
+// takes a signed id on trust until it can again, and records the sessions it started
+// meanwhile once it can.
+type SessionStore interface {
+	// Add records session id of tenant, used at now; beyond max sessions, or
+	// maxPerTenant of the tenant, it removes the least recently used and returns them.
+	Add(ctx context.Context, id, tenant string, now time.Time, max, maxPerTenant int) (evicted []string, err error)
+	// Touch records a use at now and reports whether id is a session of tenant used within
+	// idle (a longer idle one is removed).
+	Touch(ctx context.Context, id, tenant string, now time.Time, idle time.Duration) (bool, error)
+	// Remove ends session id.
+	Remove(ctx context.Context, id string) error
+	// Sweep removes the sessions unused since before and returns them.
+	Sweep(ctx context.Context, before time.Time) ([]string, error)
+}
+
+// storeTimeout bounds each use of a SessionStore.
+const storeTimeout = 5 * time.Second
 
 // DefaultSessionLimits: 30 minutes idle, 1,000 sessions, 100 per tenant.
 func DefaultSessionLimits() SessionLimits {
@@ -49,6 +73,7 @@ type sessionTable struct {
 	mu        sync.Mutex
 	byID      map[string]*sessionEntry
 	perTenant map[string]int
+	pending   map[string]string // with a Store: sessions started while it was out of reach, and their tenants
 }
 
 type sessionEntry struct {
@@ -65,7 +90,7 @@ func newSessionTable(l SessionLimits, now func() time.Time) *sessionTable {
 		l.Key = make([]byte, 32)
 		rand.Read(l.Key)
 	}
-	return &sessionTable{limits: l, now: now, byID: map[string]*sessionEntry{}, perTenant: map[string]int{}, end: func(string) {}}
+	return &sessionTable{limits: l, now: now, byID: map[string]*sessionEntry{}, perTenant: map[string]int{}, pending: map[string]string{}, end: func(string) {}}
 }
 
 func tenantTag(tenant string) []byte {
@@ -88,6 +113,20 @@ func (t *sessionTable) issue(tenant string) string {
 	copy(payload[24:], tenantTag(tenant))
 	id := sessionPrefix + base64.RawURLEncoding.EncodeToString(append(payload, t.sign(payload)...))
 
+	if t.limits.Store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		evicted, err := t.limits.Store.Add(ctx, id, tenant, t.now(), t.limits.Max, t.limits.MaxPerTenant)
+		if err != nil {
+			t.mu.Lock()
+			t.pending[id] = tenant
+			t.mu.Unlock()
+		}
+		for _, e := range evicted {
+			t.end(e)
+		}
+		return id
+	}
 	var evicted []string
 	t.mu.Lock()
 	for t.limits.MaxPerTenant > 0 && t.perTenant[tenant] >= t.limits.MaxPerTenant {
@@ -160,6 +199,30 @@ func (t *sessionTable) check(id, tenant string) error {
 		return errSession
 	}
 	now := t.now()
+	if st := t.limits.Store; st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		ok, err := st.Touch(ctx, id, tenant, now, t.limits.Idle)
+		if err != nil {
+			return nil // the store is out of reach: the signature vouches for the id meanwhile
+		}
+		if ok {
+			return nil
+		}
+		t.mu.Lock()
+		_, pending := t.pending[id]
+		delete(t.pending, id)
+		t.mu.Unlock()
+		if !pending {
+			return errSession
+		}
+		if _, err := st.Add(ctx, id, tenant, now, t.limits.Max, t.limits.MaxPerTenant); err != nil {
+			t.mu.Lock()
+			t.pending[id] = tenant
+			t.mu.Unlock()
+		}
+		return nil
+	}
 	t.mu.Lock()
 	e, ok := t.byID[id]
 	expired := ok && t.limits.Idle > 0 && now.Sub(e.last) > t.limits.Idle
@@ -183,7 +246,13 @@ func (t *sessionTable) check(id, tenant string) error {
 func (t *sessionTable) remove(id string) {
 	t.mu.Lock()
 	t.removeLocked(id)
+	delete(t.pending, id)
 	t.mu.Unlock()
+	if t.limits.Store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		t.limits.Store.Remove(ctx, id)
+	}
 }
 
 // sweep ends every session idle for longer than the limit.
@@ -192,6 +261,15 @@ func (t *sessionTable) sweep() {
 		return
 	}
 	now := t.now()
+	if t.limits.Store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		ended, _ := t.limits.Store.Sweep(ctx, now.Add(-t.limits.Idle))
+		for _, id := range ended {
+			t.end(id)
+		}
+		return
+	}
 	var ended []string
 	t.mu.Lock()
 	for id, e := range t.byID {

@@ -68,9 +68,9 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 		opts.Limits = DefaultLimits()
 	}
 	if opts.Sessions.Idle == 0 && opts.Sessions.Max == 0 {
-		key := opts.Sessions.Key
+		key, store := opts.Sessions.Key, opts.Sessions.Store
 		opts.Sessions = DefaultSessionLimits()
-		opts.Sessions.Key = key
+		opts.Sessions.Key, opts.Sessions.Store = key, store
 	}
 	if opts.Timeouts == (Timeouts{}) {
 		opts.Timeouts = DefaultTimeouts()

@@ -79,7 +79,7 @@ func (db *PostgresDB) Close() {
 	db.pool.Close()
 }
 
-// Store opens the store named name, creating it unless the store is opened read-only.
+// Store opens the store named name, creating it if needed.
 func (db *PostgresDB) Store(ctx context.Context, name string, opts ...Option) (*Store, error) {
 	st, err := db.Storage(ctx, name, opts...)
 	if err != nil {
@@ -99,10 +99,10 @@ func (db *PostgresDB) Storage(ctx context.Context, name string, opts ...Option) 
 	if !hist.Off {
 		s.history = &hist
 	}
-	if !o.readOnly {
-		if _, err := db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err != nil {
-			return nil, pgErr(ctx, err)
-		}
+	// A read-only store that does not exist yet is made too, empty, as the os backend makes
+	// a read-only tenant's missing directory: the row is bookkeeping, not memory.
+	if _, err := db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err != nil {
+		return nil, pgErr(ctx, err)
 	}
 	if err := db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", name).Scan(&s.id, &s.gen); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
