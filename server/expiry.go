@@ -20,6 +20,7 @@ type ExpiryTarget struct {
 // minute, at most an hour), and returns when ctx is done. Each expired entry is an audit
 // line. Read-only stores are never swept; the others must track access.
 func RunExpiry(ctx context.Context, targets func() []ExpiryTarget, maxAge time.Duration, dryRun bool, log zerolog.Logger) {
+	interval := min(max(maxAge/10, time.Minute), time.Hour)
 	sweep := func() {
 		// A sweep that has begun finishes (a stop waits for it), within its own bound.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -31,6 +32,15 @@ func RunExpiry(ctx context.Context, targets func() []ExpiryTarget, maxAge time.D
 			l := log
 			if t.Tenant != "" {
 				l = log.With().Str("tenant", t.Tenant).Logger()
+			}
+			// Replicas sharing a database sweep a store one at a time: whoever claims it
+			// first in this interval (a little less, so that the same replica's next
+			// sweep is never turned away by its own claim).
+			if mine, err := t.Store.Claim(sctx, "expiry", interval*9/10); err != nil || !mine {
+				if err != nil {
+					l.Error().Err(err).Msg("expiry sweep failed")
+				}
+				continue
 			}
 			expired, err := t.Store.Expire(sctx, maxAge, dryRun)
 			if err != nil {
@@ -47,7 +57,6 @@ func RunExpiry(ctx context.Context, targets func() []ExpiryTarget, maxAge time.D
 		}
 	}
 	sweep()
-	interval := min(max(maxAge/10, time.Minute), time.Hour)
 	sweeps := time.NewTicker(interval)
 	defer sweeps.Stop()
 	for {

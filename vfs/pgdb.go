@@ -224,3 +224,17 @@ func unreachable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
 		strings.Contains(err.Error(), "conn closed")
 }
+
+// Claim reports whether this process may run task on the store now: at most one process
+// of all that share the database wins a claim within every period (the database's clock
+// decides). Expiry claims each sweep, so that one replica at a time sweeps a store.
+func (s *PostgresStorage) Claim(ctx context.Context, task string, every time.Duration) (bool, error) {
+	if task != "expiry" {
+		return false, fmt.Errorf("vfs: unknown task %q", task)
+	}
+	tag, err := s.db.pool.Exec(ctx, "UPDATE memory_mcp_stores SET swept = now() WHERE id = $1 AND (swept IS NULL OR swept <= now() - $2::interval)", s.id, every)
+	if err != nil {
+		return false, pgErr(ctx, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

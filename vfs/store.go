@@ -149,6 +149,21 @@ func (s *Store) Watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// Claim reports whether this process should run task (such as "expiry") on the store
+// now. Storage shared by replicas (PostgreSQL) lets one process win within every period;
+// on other storage the process runs it (processes on one directory take turns through the
+// storage lock, and the second finds nothing left to do).
+func (s *Store) Claim(ctx context.Context, task string, every time.Duration) (bool, error) {
+	if c, ok := s.st.(claimer); ok {
+		return c.Claim(ctx, task, every)
+	}
+	return true, nil
+}
+
+type claimer interface {
+	Claim(ctx context.Context, task string, every time.Duration) (bool, error)
+}
+
 // announcer is storage that tells when another transaction may have changed it.
 type announcer interface {
 	Changes() (ch <-chan struct{}, stop func())
