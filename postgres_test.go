@@ -322,3 +322,152 @@ func TestPostgresRoundRobin(t *testing.T) {
 		})
 	}
 }
+
+// Two replicas on one store agree, for both protocol eras of the watching client:
+//   - a client on one replica hears of the other's changes (list_changed, and updated for a
+//     subscribed file) within a second;
+//   - renames racing creates of one destination, across replicas: exactly one lands, and
+//     nothing is overwritten;
+//   - a directory renamed back and forth on one replica is never seen half-moved by a reader
+//     on the other;
+//   - the history holds both replicas' changes, and a restore by a third process is what
+//     both then serve.
+func TestPostgresReplicasAgree(t *testing.T) {
+	dsn := vfstest.PostgresDSN(t)
+	for eraName, version := range eras {
+		t.Run(eraName, func(t *testing.T) {
+			store := vfstest.UniqueName(t)
+			args := []string{"-backend", "postgres", "-dsn", dsn, "-store", store, "-max-inflight", "128"}
+			a, b := startHTTP(t, "http", args...), startHTTP(t, "http", args...)
+			ca := connect(t, &mcp.StreamableClientTransport{Endpoint: a.url + "/mcp", MaxRetries: -1}, version)
+			n := newNotes()
+			client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, n.options())
+			var so *mcp.ClientSessionOptions
+			if version != "" {
+				so = &mcp.ClientSessionOptions{ProtocolVersion: version}
+			}
+			cb, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.url + "/mcp", MaxRetries: -1}, so)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cb.Close()
+			ctx := context.Background()
+			call := func(cs *mcp.ClientSession, name string, args map[string]any) (string, bool) {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+				if err != nil {
+					t.Errorf("%s %v: %v", name, args, err)
+					return "", true
+				}
+				return res.Content[0].(*mcp.TextContent).Text, res.IsError
+			}
+
+			// The change feed, across replicas.
+			const uri = "memory:///memories/feed.md"
+			if err := cb.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // the subscription is in place
+			call(ca, "memory_create", map[string]any{"path": "/memories/feed.md", "file_text": "first\n"})
+			n.waitListChanged(t, "a create on the other replica")
+			call(ca, "memory_str_replace", map[string]any{"path": "/memories/feed.md", "old_str": "first", "new_str": "second"})
+			n.waitUpdated(t, uri, "a str_replace on the other replica")
+
+			// Renames racing creates of one destination.
+			const races = 20
+			for i := range races {
+				call(ca, "memory_create", map[string]any{"path": fmt.Sprintf("/memories/src%d.md", i), "file_text": "moved\n"})
+			}
+			var renamed, created [races]bool
+			var wg sync.WaitGroup
+			for i := range races {
+				dst := fmt.Sprintf("/memories/dst%d.md", i)
+				wg.Go(func() {
+					_, isErr := call(ca, "memory_rename", map[string]any{"old_path": fmt.Sprintf("/memories/src%d.md", i), "new_path": dst})
+					renamed[i] = !isErr
+				})
+				wg.Go(func() {
+					_, isErr := call(cb, "memory_create", map[string]any{"path": dst, "file_text": "created\n"})
+					created[i] = !isErr
+				})
+			}
+			wg.Wait()
+			for i := range races {
+				out, _ := call(cb, "memory_view", map[string]any{"path": fmt.Sprintf("/memories/dst%d.md", i)})
+				_, srcGone := call(ca, "memory_view", map[string]any{"path": fmt.Sprintf("/memories/src%d.md", i)})
+				switch {
+				case renamed[i] == created[i]:
+					t.Errorf("race %d: rename landed %v, create landed %v: want exactly one", i, renamed[i], created[i])
+				case renamed[i] && (!strings.Contains(out, "moved") || !srcGone):
+					t.Errorf("race %d: the rename landed but dst holds %q (source gone: %v)", i, out, srcGone)
+				case created[i] && (!strings.Contains(out, "created") || srcGone):
+					t.Errorf("race %d: the create landed but dst holds %q (source gone: %v)", i, out, srcGone)
+				}
+			}
+
+			// A directory renamed back and forth, watched from the other replica.
+			for i := range 20 {
+				call(ca, "memory_create", map[string]any{"path": fmt.Sprintf("/memories/dir/f%02d.md", i), "file_text": "x\n"})
+			}
+			stop := make(chan struct{})
+			var seen atomic.Int64
+			var reader sync.WaitGroup
+			reader.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					out, _ := call(cb, "memory_view", map[string]any{"path": "/memories"})
+					inDir, inMoved := strings.Count(out, "/memories/dir/f"), strings.Count(out, "/memories/moved/f")
+					if !(inDir == 20 && inMoved == 0 || inDir == 0 && inMoved == 20) {
+						t.Errorf("a listing saw the directory half-moved: %d in dir, %d in moved:\n%s", inDir, inMoved, out)
+						return
+					}
+					seen.Add(1)
+				}
+			})
+			for i := range 10 {
+				from, to := "/memories/dir", "/memories/moved"
+				if i%2 == 1 {
+					from, to = to, from
+				}
+				if out, isErr := call(ca, "memory_rename", map[string]any{"old_path": from, "new_path": to}); isErr {
+					t.Errorf("rename %s: %s", from, out)
+				}
+			}
+			close(stop)
+			reader.Wait()
+			if seen.Load() < 3 {
+				t.Errorf("the reader looked only %d times", seen.Load())
+			}
+
+			// History and restore: a third process reads the log and restores; both
+			// replicas serve the restored file.
+			cliArgs := []string{"-backend", "postgres", "-dsn", dsn, "-store", store}
+			log := mustCLI(t, append(cliArgs, "log", "/memories/feed.md")...)
+			if !strings.Contains(log, "created") || !strings.Contains(log, "str_replace") {
+				t.Fatalf("log of feed.md:\n%s", log)
+			}
+			mustCLI(t, append(cliArgs, "restore", "/memories/feed.md@"+firstSeq(t, cliArgs))...)
+			for _, cs := range []*mcp.ClientSession{ca, cb} {
+				if out, _ := call(cs, "memory_view", map[string]any{"path": "/memories/feed.md"}); !strings.Contains(out, "first") {
+					t.Errorf("after the restore a replica serves %q", out)
+				}
+			}
+		})
+	}
+}
+
+// firstSeq is the version number of feed.md's first version.
+func firstSeq(t *testing.T, cliArgs []string) string {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(mustCLI(t, append(cliArgs, "log", "-json", "/memories/feed.md")...)), "\n") {
+		var e logEntry
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "created" {
+			return fmt.Sprint(e.Seq)
+		}
+	}
+	t.Fatal("no created version of feed.md in the log")
+	return ""
+}
