@@ -24,6 +24,7 @@ type subFlags struct {
 	since, until, actor, at string
 	n                       int
 	json                    bool
+	noHistory               bool
 }
 
 // flags returns the flag set of subcommand cmd, bound to f.
@@ -39,6 +40,8 @@ func (f *subFlags) flags(cmd string) *flag.FlagSet {
 		fs.BoolVar(&f.json, "json", false, "one JSON object per line")
 	case "restore":
 		fs.StringVar(&f.at, "at", "", "restore as it was at this RFC 3339 time, rather than PATH@SEQ")
+	case "export":
+		fs.BoolVar(&f.noHistory, "no-history", false, "leave the history out: only the files")
 	}
 	return fs
 }

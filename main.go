@@ -150,9 +150,9 @@ func parseArgs(args []string, getenv func(string) string) (*config, []string, er
 	}
 	// Flags may also follow the subcommand: memory-mcp exec -root DIR '{...}'; the history
 	// subcommands have flags of their own.
-	if len(rest) > 0 && (rest[0] == "exec" || rest[0] == "ui" || historyCommands[rest[0]]) {
+	if len(rest) > 0 && (rest[0] == "exec" || rest[0] == "ui" || historyCommands[rest[0]] || transferCommands[rest[0]]) {
 		sub := fs
-		if historyCommands[rest[0]] {
+		if historyCommands[rest[0]] || transferCommands[rest[0]] {
 			sub = c.sub.flags(rest[0])
 			fs.VisitAll(func(f *flag.Flag) { sub.Var(f.Value, f.Name, f.Usage) })
 		}
@@ -280,8 +280,12 @@ func (c *config) validate(rest []string) error {
 		if err := c.validateHistory(rest); err != nil {
 			return err
 		}
+	case transferCommands[rest[0]]:
+		if err := c.validateTransfer(rest); err != nil {
+			return err
+		}
 	default:
-		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, ui, token, migrate, log, show, diff, restore and redact", rest[0])}
+		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, ui, token, migrate, export, import, log, show, diff, restore and redact", rest[0])}
 	}
 	switch {
 	case c.historyMaxAge < 0, c.historyMaxVersions < 0, c.historyMaxBytes < 0:
@@ -405,7 +409,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	)
 	if len(rest) > 0 {
 		// A subcommand works on one memory: the server's, or the -tenant's.
-		sub, readOnly := "", historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact"
+		sub, readOnly := "", historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact" || rest[0] == "export"
 		if c.tenant != "" {
 			i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
 			if i < 0 {
@@ -415,12 +419,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			sub, readOnly = specs[i].Dir, readOnly || specs[i].ReadOnly
 		}
 		var store *vfs.Store
-		h, store, _, err = open(sub, readOnly)
+		h, store, where, err = open(sub, readOnly)
 		if err != nil {
 			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
 			return 1
 		}
 		defer store.Close()
+		if transferCommands[rest[0]] {
+			return runTransfer(ctx, c, store, where, rest, stdin, stdout, stderr)
+		}
 		specs = nil
 	} else if specs == nil {
 		var store *vfs.Store

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -470,4 +475,115 @@ func firstSeq(t *testing.T, cliArgs []string) string {
 	}
 	t.Fatal("no created version of feed.md in the log")
 	return ""
+}
+
+// export and import move a store between a directory and PostgreSQL, both ways, byte for
+// byte: the files, and the history with its contents, numbers, times and redactions.
+func TestExportImport(t *testing.T) {
+	dsn := vfstest.PostgresDSN(t)
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "os")
+	for _, in := range []map[string]any{
+		{"command": "create", "path": "/memories/notes.md", "file_text": "alpha\nbeta\n"},
+		{"command": "str_replace", "path": "/memories/notes.md", "old_str": "beta", "new_str": "gamma"},
+		{"command": "create", "path": "/memories/projects/x/plan.md", "file_text": "the plan\n"},
+		{"command": "create", "path": "/memories/.hidden.md", "file_text": "hidden\n"},
+		{"command": "create", "path": "/memories/leak.md", "file_text": "password: hunter2\n"},
+		{"command": "str_replace", "path": "/memories/leak.md", "old_str": "hunter2", "new_str": "(gone)"},
+		{"command": "rename", "old_path": "/memories/projects", "new_path": "/memories/archive"},
+		{"command": "create", "path": "/memories/tmp.md", "file_text": "temporary\n"},
+		{"command": "delete", "path": "/memories/tmp.md"},
+	} {
+		runExec(t, root, in)
+	}
+	var leakSeq string
+	for _, line := range strings.Split(strings.TrimSpace(mustCLI(t, "-root", root, "log", "-json", "/memories/leak.md")), "\n") {
+		var e logEntry
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "created" {
+			leakSeq = fmt.Sprint(e.Seq)
+		}
+	}
+	mustCLI(t, "-root", root, "redact", "/memories/leak.md@"+leakSeq)
+
+	pgArgs := func(store string) []string { return []string{"-backend", "postgres", "-dsn", dsn, "-store", store} }
+	store := vfstest.UniqueName(t)
+	file := func(name string) string { return filepath.Join(tmp, name) }
+	mustCLI(t, "-root", root, "export", file("from-os.tar"))
+	out := mustCLI(t, append(pgArgs(store), "import", file("from-os.tar"))...)
+	if !strings.HasPrefix(out, "Imported 4 files, ") {
+		t.Errorf("import said %q", out)
+	}
+	mustCLI(t, append(pgArgs(store), "export", file("from-pg.tar"))...)
+	root2 := filepath.Join(tmp, "os2")
+	mustCLI(t, "-root", root2, "import", file("from-pg.tar"))
+	mustCLI(t, "-root", root2, "export", file("back-on-os.tar"))
+	first, _ := os.ReadFile(file("from-os.tar"))
+	for _, name := range []string{"from-pg.tar", "back-on-os.tar"} {
+		if data, _ := os.ReadFile(file(name)); !bytes.Equal(data, first) || len(first) < 1024 {
+			t.Errorf("%s differs from the first export (%d and %d bytes)", name, len(data), len(first))
+		}
+	}
+	if a, b := memoryFiles(t, root), memoryFiles(t, root2); !maps.Equal(a, b) || len(a) != 4 {
+		t.Errorf("the files differ after the round trip:\n%v\n%v", a, b)
+	}
+	wantLog := mustCLI(t, "-root", root, "log", "-json")
+	for _, args := range [][]string{pgArgs(store), {"-root", root2}} {
+		if got := mustCLI(t, append(args, "log", "-json")...); got != wantLog {
+			t.Errorf("%v: the history differs:\n got %s\nwant %s", args, got, wantLog)
+		}
+	}
+	if !strings.Contains(wantLog, `"redacted"`) {
+		t.Error("the redaction is not in the history")
+	}
+	// The history goes on where it stopped: the next change gets the next number.
+	if out := mustCLI(t, append(pgArgs(store), "restore", "/memories/notes.md@1")...); !strings.Contains(out, "as version ") {
+		t.Errorf("restore after import: %q", out)
+	}
+
+	// Without the history: only the files.
+	mustCLI(t, append(pgArgs(store), "export", "-no-history", file("files.tar"))...)
+	root3 := filepath.Join(tmp, "os3")
+	if out := mustCLI(t, "-root", root3, "import", file("files.tar")); !strings.HasPrefix(out, "Imported 4 files, 0 versions and 0 history contents") {
+		t.Errorf("import -no-history export: %q", out)
+	}
+
+	// Refused: a store that is not empty, and a stream with a path out of the memory.
+	if code, _, errOut := cli(t, append(pgArgs(store), "import", file("from-os.tar"))...); code != 1 || !strings.Contains(errOut, "not empty") {
+		t.Errorf("import into a store with files: exit %d, %q", code, errOut)
+	}
+	var evil bytes.Buffer
+	tw := tar.NewWriter(&evil)
+	for name, body := range map[string]string{"memory-mcp-export.json": `{"format":1,"history":false}` + "\n", "memories/../../escape.md": "x"} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	os.WriteFile(file("evil.tar"), evil.Bytes(), 0o600)
+	if code, _, errOut := cli(t, append(pgArgs(vfstest.UniqueName(t)+"-evil"), "import", file("evil.tar"))...); code != 1 || !strings.Contains(errOut, "not a memory file's path") {
+		t.Errorf("import of a path out of the memory: exit %d, %q", code, errOut)
+	}
+}
+
+// memoryFiles returns the memory's files under root, by path, without the bookkeeping.
+func memoryFiles(t *testing.T, root string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".memory-mcp") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			rel, _ := filepath.Rel(root, p)
+			data, _ := os.ReadFile(p)
+			files[rel] = string(data)
+		}
+		return nil
+	})
+	return files
 }

@@ -547,6 +547,21 @@ func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (int, er
 	return n, ht.fs().SyncDir(historyObjects)
 }
 
+// Import writes vs as the history of a store whose history has no versions.
+func (ht *historyTx) Import(ctx context.Context, vs []Version) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h, err := ht.writer()
+	if err != nil {
+		return err
+	}
+	if h.lastSeq != 0 || len(ht.group) > 0 {
+		return errors.New("vfs: history: import into a history that has versions")
+	}
+	return ht.rewrite(h, vs)
+}
+
 // rewrite replaces the log, atomically, with one holding vs under a new epoch.
 func (ht *historyTx) rewrite(h *fileHistory, vs []Version) error {
 	if err := ht.makeDirs(h); err != nil {

@@ -281,6 +281,9 @@ type History interface {
 	// Redact purges the content with digest d, marking every version that named it as
 	// redacted by r; it returns how many versions it marked.
 	Redact(ctx context.Context, d Digest, r Redaction) (int, error)
+	// Import gives a history that has no versions the versions vs (oldest first) as they
+	// are: numbers, times and redactions included. The contents they name are Kept first.
+	Import(ctx context.Context, vs []Version) error
 }
 
 // Outcome is how an operation announced to the history ended.

@@ -54,13 +54,9 @@ func (h *pgHistory) Record(ctx context.Context, vs []Version) error {
 	for i := range vs {
 		v := &vs[i]
 		v.Seq, v.Time = h.seq, now
-		var id int64
-		if err := h.tx.tx.QueryRow(ctx, `INSERT INTO memory_mcp_versions
-			(store, seq, time, actor, command, kind, path, new_path, size, sha256, prev_size, prev)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id`,
-			h.tx.s.id, int64(v.Seq), v.Time, v.Actor, v.Command, string(v.Kind), v.Path, v.NewPath,
-			v.Size, digestArg(v.SHA256), v.PrevSize, digestArg(v.Prev)).Scan(&id); err != nil {
-			return pgErr(ctx, err)
+		id, err := h.insert(ctx, v)
+		if err != nil {
+			return err
 		}
 		h.ids = append(h.ids, id)
 	}
@@ -68,6 +64,48 @@ func (h *pgHistory) Record(ctx context.Context, vs []Version) error {
 	h.tx.s.since += len(vs)
 	h.tx.s.mu.Unlock()
 	return nil
+}
+
+// insert writes one version as it is and returns its row's id.
+func (h *pgHistory) insert(ctx context.Context, v *Version) (int64, error) {
+	var redactedBy *string
+	var redactedTime *time.Time
+	var redactedNs int
+	if v.Redacted != nil {
+		redactedBy, redactedTime, redactedNs = &v.Redacted.By, &v.Redacted.Time, v.Redacted.Time.Nanosecond()%1000
+	}
+	var id int64
+	err := h.tx.tx.QueryRow(ctx, `INSERT INTO memory_mcp_versions
+		(store, seq, time, time_ns, actor, command, kind, path, new_path, size, sha256, prev_size, prev,
+		redacted_by, redacted_time, redacted_ns, prev_redacted)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id`,
+		h.tx.s.id, int64(v.Seq), v.Time, v.Time.Nanosecond()%1000, v.Actor, v.Command, string(v.Kind), v.Path, v.NewPath,
+		v.Size, digestArg(v.SHA256), v.PrevSize, digestArg(v.Prev), redactedBy, redactedTime, redactedNs, v.PrevRedacted).Scan(&id)
+	return id, pgErr(ctx, err)
+}
+
+// Import gives a store whose history is empty the versions vs, as they are (numbers, times
+// and redactions included); the contents they name are Kept first.
+func (h *pgHistory) Import(ctx context.Context, vs []Version) error {
+	if !h.tx.write {
+		return ErrReadOnlyTx
+	}
+	var n int64
+	if err := h.tx.tx.QueryRow(ctx, "SELECT count(*) FROM memory_mcp_versions WHERE store = $1", h.tx.s.id).Scan(&n); err != nil {
+		return pgErr(ctx, err)
+	}
+	if n > 0 {
+		return errors.New("vfs: history: import into a history that has versions")
+	}
+	var last uint64
+	for i := range vs {
+		if _, err := h.insert(ctx, &vs[i]); err != nil {
+			return err
+		}
+		last = max(last, vs[i].Seq)
+	}
+	_, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_stores SET next_seq = greatest(next_seq, $2) WHERE id = $1", h.tx.s.id, int64(last)+1)
+	return pgErr(ctx, err)
 }
 
 // Settle removes the versions of an operation that failed. A failed statement changes
@@ -92,8 +130,8 @@ func (h *pgHistory) Versions(ctx context.Context) ([]Version, error) {
 }
 
 func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
-	rows, err := h.tx.tx.Query(ctx, `SELECT id, seq, time, actor, command, kind, path, new_path, size, sha256, prev_size, prev,
-		redacted_by, redacted_time, prev_redacted FROM memory_mcp_versions WHERE store = $1 ORDER BY seq, id`, h.tx.s.id)
+	rows, err := h.tx.tx.Query(ctx, `SELECT id, seq, time, time_ns, actor, command, kind, path, new_path, size, sha256, prev_size, prev,
+		redacted_by, redacted_time, redacted_ns, prev_redacted FROM memory_mcp_versions WHERE store = $1 ORDER BY seq, id`, h.tx.s.id)
 	if err != nil {
 		return nil, nil, pgErr(ctx, err)
 	}
@@ -110,16 +148,17 @@ func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
 			sum, prev    []byte
 			redactedBy   *string
 			redactedTime *time.Time
+			ns, rns      int
 		)
-		if err := rows.Scan(&id, &seq, &v.Time, &v.Actor, &v.Command, &kind, &v.Path, &v.NewPath, &v.Size, &sum, &v.PrevSize, &prev,
-			&redactedBy, &redactedTime, &v.PrevRedacted); err != nil {
+		if err := rows.Scan(&id, &seq, &v.Time, &ns, &v.Actor, &v.Command, &kind, &v.Path, &v.NewPath, &v.Size, &sum, &v.PrevSize, &prev,
+			&redactedBy, &redactedTime, &rns, &v.PrevRedacted); err != nil {
 			return nil, nil, err
 		}
-		v.Seq, v.Kind, v.Time = uint64(seq), ChangeKind(kind), v.Time.UTC()
+		v.Seq, v.Kind, v.Time = uint64(seq), ChangeKind(kind), v.Time.UTC().Add(time.Duration(ns))
 		copy(v.SHA256[:], sum)
 		copy(v.Prev[:], prev)
 		if redactedBy != nil && redactedTime != nil {
-			v.Redacted = &Redaction{By: *redactedBy, Time: redactedTime.UTC()}
+			v.Redacted = &Redaction{By: *redactedBy, Time: redactedTime.UTC().Add(time.Duration(rns))}
 		}
 		vs = append(vs, v)
 		ids = append(ids, id)
@@ -145,8 +184,8 @@ func (h *pgHistory) Redact(ctx context.Context, d Digest, r Redaction) (int, err
 	if !h.tx.write {
 		return 0, ErrReadOnlyTx
 	}
-	tag, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_versions SET sha256 = NULL, redacted_by = $3, redacted_time = $4 WHERE store = $1 AND sha256 = $2",
-		h.tx.s.id, d[:], r.By, r.Time)
+	tag, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_versions SET sha256 = NULL, redacted_by = $3, redacted_time = $4, redacted_ns = $5 WHERE store = $1 AND sha256 = $2",
+		h.tx.s.id, d[:], r.By, r.Time, r.Time.Nanosecond()%1000)
 	if err != nil {
 		return 0, pgErr(ctx, err)
 	}

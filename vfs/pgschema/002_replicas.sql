@@ -17,3 +17,8 @@ CREATE TABLE memory_mcp_keys (
 
 -- When a replica last claimed a store's expiry sweep, so that one replica at a time sweeps it.
 ALTER TABLE memory_mcp_stores ADD COLUMN swept timestamptz;
+
+-- Times to the nanosecond, as the other backends keep them (timestamptz keeps microseconds):
+-- the nanoseconds past the microsecond, so that a history moves between backends exactly.
+ALTER TABLE memory_mcp_versions ADD COLUMN time_ns int NOT NULL DEFAULT 0;
+ALTER TABLE memory_mcp_versions ADD COLUMN redacted_ns int NOT NULL DEFAULT 0;

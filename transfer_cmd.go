@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// transferCommands move a store between backends as a tar stream.
+var transferCommands = map[string]bool{"export": true, "import": true}
+
+func (c *config) validateTransfer(rest []string) error {
+	switch {
+	case len(rest) > 2:
+		return usageError{rest[0] + " takes at most one FILE (without it, " + map[string]string{"export": "standard output", "import": "standard input"}[rest[0]] + ")"}
+	case c.backend == "memory":
+		return usageError{rest[0] + " works on a store that outlives its process: use -backend os, overlay or postgres"}
+	case rest[0] == "import" && c.readOnly:
+		return usageError{"import writes the store: drop -read-only"}
+	}
+	return nil
+}
+
+// runTransfer runs export or import on store; the status is 1 when it fails.
+func runTransfer(ctx context.Context, c *config, store *vfs.Store, where string, rest []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := func() error {
+		if rest[0] == "export" {
+			w := stdout
+			if len(rest) == 2 {
+				f, err := os.OpenFile(rest[1], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := store.Export(ctx, f, !c.sub.noHistory); err != nil {
+					os.Remove(rest[1])
+					return err
+				}
+				return f.Close()
+			}
+			return store.Export(ctx, w, !c.sub.noHistory)
+		}
+		r := stdin
+		if len(rest) == 2 {
+			f, err := os.Open(rest[1])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			r = f
+		}
+		got, err := store.Import(vfs.WithActor(ctx, vfs.ActorLocal), r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Imported %d files, %d versions and %d history contents into %s.\n", got.Files, got.Versions, got.Contents, where)
+		return nil
+	}()
+	if err != nil {
+		fmt.Fprintf(stderr, "memory-mcp: %s: %v\n", rest[0], err)
+		return 1
+	}
+	return 0
+}
