@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // stdioClient speaks JSON-RPC to the binary over its stdin and stdout with as little work
@@ -81,10 +83,13 @@ func jsonString(s string) string { return strconv.Quote(s) } // valid JSON for t
 func BenchmarkStdio(b *testing.B) {
 	small := "unique marker: small\n" + strings.Repeat("a small memory line\n", 39) // 800 bytes
 	big := strings.Repeat(strings.Repeat("x", 63)+"\n", 16384)
-	for _, backend := range []string{"memory", "os"} {
+	for _, backend := range []string{"memory", "os", "postgres"} {
 		args := []string{"-backend", backend}
-		if backend == "os" {
+		switch backend {
+		case "os":
 			args = []string{"-root", filepath.Join(b.TempDir(), "m")}
+		case "postgres":
+			args = append(args, "-dsn", vfstest.PostgresDSN(b), "-store", vfstest.UniqueName(b))
 		}
 		c := startStdio(b, append(args, "-max-file-bytes", "4194304", "-max-request-bytes", "8388608")...)
 		c.call(b, "memory_create", `{"path":"/memories/small.md","file_text":`+jsonString(small)+`}`)
@@ -181,7 +186,8 @@ func BenchmarkStdio(b *testing.B) {
 	}
 }
 
-// BenchmarkStdioViewTree views a directory tree of 1,000 and 10,000 entries over stdio.
+// BenchmarkStdioViewTree views a directory tree of 1,000 and 10,000 entries over stdio, on
+// the os and postgres backends.
 func BenchmarkStdioViewTree(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		root := filepath.Join(b.TempDir(), "m")
@@ -192,13 +198,27 @@ func BenchmarkStdioViewTree(b *testing.B) {
 				os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%04d.md", f)), []byte("a short memory\n"), 0o600)
 			}
 		}
-		c := startStdio(b, "-root", root)
-		b.Run(fmt.Sprintf("%d-entries", n), func(b *testing.B) {
-			req := toolCall("memory_view", `{"path":"/memories"}`)
-			for b.Loop() {
-				c.roundTrip(b, req)
+		for _, backend := range []string{"os", "postgres"} {
+			args := []string{"-root", root}
+			if backend == "postgres" {
+				// The same tree, moved into the database with export and import.
+				tarFile := filepath.Join(b.TempDir(), "tree.tar")
+				if out, err := exec.Command(binary, "-root", root, "export", "-no-history", tarFile).CombinedOutput(); err != nil {
+					b.Fatalf("export: %v %s", err, out)
+				}
+				args = []string{"-backend", "postgres", "-dsn", vfstest.PostgresDSN(b), "-store", vfstest.UniqueName(b)}
+				if out, err := exec.Command(binary, append(args, "import", tarFile)...).CombinedOutput(); err != nil {
+					b.Fatalf("import: %v %s", err, out)
+				}
 			}
-		})
+			c := startStdio(b, args...)
+			b.Run(fmt.Sprintf("%s/%d-entries", backend, n), func(b *testing.B) {
+				req := toolCall("memory_view", `{"path":"/memories"}`)
+				for b.Loop() {
+					c.roundTrip(b, req)
+				}
+			})
+		}
 	}
 }
 
@@ -304,9 +324,12 @@ func BenchmarkHTTPConcurrent50(b *testing.B) {
 	}
 }
 
-func startHTTPBench(b *testing.B) string {
+func startHTTPBench(b *testing.B, args ...string) string {
 	b.Helper()
-	cmd := exec.Command(binary, "-transport", "http", "-addr", "127.0.0.1:0", "-root", filepath.Join(b.TempDir(), "m"))
+	if len(args) == 0 {
+		args = []string{"-root", filepath.Join(b.TempDir(), "m")}
+	}
+	cmd := exec.Command(binary, append([]string{"-transport", "http", "-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+b.TempDir())
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -322,4 +345,62 @@ func startHTTPBench(b *testing.B) string {
 	}
 	b.Fatal("the HTTP server did not start")
 	return ""
+}
+
+// BenchmarkPostgresReplicas runs 32 clients at once over Streamable HTTP on one PostgreSQL
+// store, served by 1 replica or by 2 (each client on one of them), with a mixed workload of
+// reads and changes, each client on files of its own plus listings of the whole store. It
+// reports calls/s; every call must succeed.
+func BenchmarkPostgresReplicas(b *testing.B) {
+	dsn := vfstest.PostgresDSN(b)
+	for _, replicas := range []int{1, 2} {
+		b.Run(fmt.Sprintf("replicas-%d", replicas), func(b *testing.B) {
+			args := []string{"-backend", "postgres", "-dsn", dsn, "-store", vfstest.UniqueName(b), "-max-inflight", "256"}
+			var urls []string
+			for range replicas {
+				urls = append(urls, startHTTPBench(b, args...))
+			}
+			sessions := make([]*mcp.ClientSession, 32)
+			for i := range sessions {
+				client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+				cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: urls[i%replicas] + "/mcp", MaxRetries: -1}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cs.Close()
+				sessions[i] = cs
+			}
+			var calls, failures atomic.Int64
+			start := time.Now()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for i, cs := range sessions {
+					wg.Go(func() {
+						file := fmt.Sprintf("/memories/c%02d/notes.md", i)
+						steps := []mcp.CallToolParams{
+							{Name: "memory_create", Arguments: map[string]any{"path": file, "file_text": "# notes\n"}},
+							{Name: "memory_view", Arguments: map[string]any{"path": file}},
+							{Name: "memory_insert", Arguments: map[string]any{"path": file, "insert_line": 1, "insert_text": "- fact"}},
+							{Name: "memory_view", Arguments: map[string]any{"path": file}},
+							{Name: "memory_str_replace", Arguments: map[string]any{"path": file, "old_str": "- fact", "new_str": "- FACT"}},
+							{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}},
+							{Name: "memory_delete", Arguments: map[string]any{"path": file}},
+						}
+						for _, s := range steps {
+							res, err := cs.CallTool(context.Background(), &s)
+							calls.Add(1)
+							if err != nil || res.IsError {
+								failures.Add(1)
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(calls.Load())/time.Since(start).Seconds(), "calls/s")
+			if failures.Load() > 0 {
+				b.Fatalf("%d of %d calls failed", failures.Load(), calls.Load())
+			}
+		})
+	}
 }

@@ -8,6 +8,8 @@
 //	memory-mcp [flags] exec JSON|-   run one memory_20250818 input and print the result
 //	memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
 //	memory-mcp -backend postgres -dsn URL migrate
+//	memory-mcp [flags] export [-no-history] [FILE], import [FILE]
+//	                                 move a store between backends as a tar stream
 //	memory-mcp [flags] log [PATH]    the history of changes, newest first
 //	memory-mcp [flags] show PATH@SEQ, diff PATH [SEQ [SEQ]], restore PATH@SEQ | -at TIME [PATH],
 //	                   redact PATH@SEQ
@@ -749,6 +751,9 @@ Usage:
   memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
   memory-mcp -backend postgres -dsn URL migrate
                                    bring the database's schema up to date
+  memory-mcp [flags] export [-no-history] [FILE]
+                                   write the store (files and history) as a tar stream to FILE or stdout
+  memory-mcp [flags] import [FILE] read such a stream into an empty store (of any backend)
   memory-mcp [flags] log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]
                                    the history of changes, newest first
   memory-mcp [flags] show PATH@SEQ the content of PATH after version SEQ

@@ -14,12 +14,12 @@ import (
 )
 
 // benchBackends are the stores the benchmarks run on: memory shows the handlers' own cost,
-// os adds the filesystem's (with fsync on every change).
-var benchBackends = []string{"memory", "os"}
+// os adds the filesystem's (with fsync on every change), postgres a database's round trips.
+var benchBackends = []string{"memory", "os", "postgres"}
 
 func openBench(b *testing.B, backend string, seed map[string][]byte) *handlers.Handlers {
 	b.Helper()
-	for _, be := range backends() {
+	for _, be := range append(backends(), postgresBackend) {
 		if be.name == backend {
 			fx := be.open(b, seed, noWrap)
 			return handlers.New(fx.store, handlers.Limits{MaxFileBytes: 64 << 20, MaxStoreBytes: 1 << 40})
