@@ -27,6 +27,9 @@ func (c *config) validateTransfer(rest []string) error {
 // runTransfer runs export or import on store; the status is 1 when it fails.
 func runTransfer(ctx context.Context, c *config, store *vfs.Store, where string, rest []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := func() error {
+		if len(rest) == 2 && rest[1] == "-" {
+			rest = rest[:1] // standard input or output
+		}
 		if rest[0] == "export" {
 			w := stdout
 			if len(rest) == 2 {
