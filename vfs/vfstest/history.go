@@ -1,6 +1,7 @@
 package vfstest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,81 @@ func TestHistory(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vf
 			t.Cleanup(func() { st.Close() })
 			c.run(t, &hist{t: t, s: vfs.NewStore(st), clock: clock})
 		})
+	}
+	t.Run("export-import", func(t *testing.T) { testTransfer(t, open) })
+}
+
+// testTransfer exports a store with history (times with nanoseconds, a redaction, a
+// rename, a delete, a hidden file) and imports it into a new store of the same backend:
+// files, versions and contents come back exactly, the stream is the same bytes again, the
+// history goes on from the last number, and a stream that is wrong is refused.
+func testTransfer(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage) {
+	ctx := context.Background()
+	stores := [2]*hist{}
+	for i := range stores {
+		clock := &fakeClock{}
+		clock.t.Store(time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC).UnixNano())
+		st := open(t, vfs.HistoryConfig{Now: clock.now})
+		t.Cleanup(func() { st.Close() })
+		stores[i] = &hist{t: t, s: vfs.NewStore(st), clock: clock}
+	}
+	a, b := stores[0], stores[1]
+	a.create("/memories/notes.md", "alpha\n")
+	a.write("/memories/notes.md", "alpha\nbeta\n")
+	a.create("/memories/deep/er/plan.md", "plan\n")
+	a.create("/memories/.hidden.md", "hidden\n")
+	a.create("/memories/leak.md", "secret\n")
+	a.write("/memories/leak.md", "gone\n")
+	a.rename("/memories/deep", "/memories/archive")
+	a.create("/memories/tmp.md", "tmp\n")
+	a.remove("/memories/tmp.md")
+	a.apply("a", "redact", func(tx *vfs.Tx) error { _, err := tx.Redact(vfs.DigestOf([]byte("secret\n"))); return err })
+
+	var first bytes.Buffer
+	if err := a.s.Export(ctx, &first, true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.s.Import(ctx, bytes.NewReader(first.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Files != 4 || got.Versions != len(a.versions()) {
+		t.Errorf("imported %+v, want 4 files and %d versions", got, len(a.versions()))
+	}
+	var again bytes.Buffer
+	if err := b.s.Export(ctx, &again, true); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.Bytes(), again.Bytes()) {
+		t.Error("the imported store does not export the same bytes")
+	}
+	if av, bv := a.versions(), b.versions(); !reflect.DeepEqual(av, bv) {
+		t.Errorf("versions differ:\n%+v\n%+v", av, bv)
+	}
+	if text, err := b.content(vfs.DigestOf([]byte("alpha\n"))); err != nil || text != "alpha\n" {
+		t.Errorf("an old content after import: %q, %v", text, err)
+	}
+	next := b.create("/memories/after.md", "after\n")
+	if last := a.versions()[len(a.versions())-1].Seq; next.Version != last+1 {
+		t.Errorf("the first change after import is version %d, want %d", next.Version, last+1)
+	}
+
+	// Refused: a store that is not empty, a content that does not match its digest, a
+	// path out of the memory, and a stream that is no export.
+	if _, err := b.s.Import(ctx, bytes.NewReader(first.Bytes())); err == nil {
+		t.Error("import into a store with files")
+	}
+	// "tmp\n" is a content of the history only (its file was deleted).
+	tampered := bytes.Replace(first.Bytes(), []byte("tmp\n"), []byte("TMP\n"), 1)
+	if bytes.Equal(tampered, first.Bytes()) {
+		t.Fatal("the history's content of tmp.md is not in the stream")
+	}
+	for name, stream := range map[string][]byte{"a content changed": tampered, "not a tar": []byte("hello"), "empty": nil} {
+		st := open(t, vfs.HistoryConfig{})
+		t.Cleanup(func() { st.Close() })
+		if _, err := vfs.NewStore(st).Import(ctx, bytes.NewReader(stream)); err == nil {
+			t.Errorf("%s: imported", name)
+		}
 	}
 }
 
