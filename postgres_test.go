@@ -77,8 +77,8 @@ func exitCode(err error) int {
 }
 
 // Two replicas (two server processes over Streamable HTTP) on one store: 2 × 25 concurrent
-// str_replace calls on distinct lines of one file all land, and each replica sees the
-// other's changes at once.
+// str_replace calls on distinct lines of one file, and 2 × 25 inserts into another, all
+// land, and each replica sees the other's changes at once.
 func TestPostgresTwoReplicas(t *testing.T) {
 	dsn := vfstest.PostgresDSN(t)
 	store := vfstest.UniqueName(t)
@@ -109,11 +109,34 @@ func TestPostgresTwoReplicas(t *testing.T) {
 			}
 		}()
 	}
+	// And 2 × 25 inserts into another file, at once with the str_replace calls.
+	if out, isErr := callText(t, ca, "memory_create", map[string]any{"path": "/memories/log.md", "file_text": "# log\n"}); isErr {
+		t.Fatal(out)
+	}
+	for i := range 50 {
+		cs := ca
+		if i%2 == 1 {
+			cs = cb
+		}
+		wg.Go(func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_insert", Arguments: map[string]any{
+				"path": "/memories/log.md", "insert_line": 1, "insert_text": fmt.Sprintf("entry %02d", i)}})
+			if err != nil || res.IsError {
+				t.Errorf("insert %d: %v %+v", i, err, res)
+			}
+		})
+	}
 	wg.Wait()
 	for _, cs := range []*mcp.ClientSession{ca, cb} {
 		out, _ := callText(t, cs, "memory_view", map[string]any{"path": "/memories/shared.md"})
 		if n := strings.Count(out, " done"); n != 50 {
 			t.Errorf("%d of 50 changes present:\n%s", n, out)
+		}
+		out, _ = callText(t, cs, "memory_view", map[string]any{"path": "/memories/log.md"})
+		for i := range 50 {
+			if !strings.Contains(out, fmt.Sprintf("entry %02d\n", i)) {
+				t.Errorf("insert %d is missing:\n%s", i, out)
+			}
 		}
 	}
 }
