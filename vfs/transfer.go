@@ -37,7 +37,7 @@ const (
 )
 
 // maxImportEntry bounds one entry of an imported stream, and so the memory it takes.
-const maxImportEntry = 1 << 30
+const maxImportEntry = 256 << 20
 
 type exportInfo struct {
 	Format  int  `json:"format"`
