@@ -118,8 +118,13 @@ func (t *sessionTable) issue(tenant string) string {
 		defer cancel()
 		evicted, err := t.limits.Store.Add(ctx, id, tenant, t.now(), t.limits.Max, t.limits.MaxPerTenant)
 		if err != nil {
+			// Recorded at its next use. At most Max of them wait (the memory a long outage
+			// can make the table hold); beyond that, a session ends with the outage and its
+			// client starts another.
 			t.mu.Lock()
-			t.pending[id] = tenant
+			if len(t.pending) < max(t.limits.Max, 1) {
+				t.pending[id] = tenant
+			}
 			t.mu.Unlock()
 		}
 		for _, e := range evicted {
