@@ -279,11 +279,30 @@ func BenchmarkMixedWorkload(b *testing.B) {
 // BenchmarkHTTPConcurrent50 runs 50 clients at once over Streamable HTTP, each with its own
 // session and files, doing a mixed workload; every call must succeed. It reports calls/s.
 func BenchmarkHTTPConcurrent50(b *testing.B) {
-	p := startHTTPBench(b)
-	sessions := make([]*mcp.ClientSession, 50)
+	// 50 calls at once: the in-flight limit must let them all in (a quarter of it per tenant).
+	p := startHTTPBench(b, "-root", filepath.Join(b.TempDir(), "m"), "-max-inflight", "256")
+	benchHTTPClients(b, []string{p}, 50, func(i int) []mcp.CallToolParams {
+		file := fmt.Sprintf("/memories/client%02d.md", i)
+		return []mcp.CallToolParams{
+			{Name: "memory_create", Arguments: map[string]any{"path": file, "file_text": "# notes\n"}},
+			{Name: "memory_insert", Arguments: map[string]any{"path": file, "insert_line": 1, "insert_text": "- fact"}},
+			{Name: "memory_view", Arguments: map[string]any{"path": file}},
+			{Name: "memory_str_replace", Arguments: map[string]any{"path": file, "old_str": "- fact", "new_str": "- FACT"}},
+			{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}},
+			{Name: "memory_delete", Arguments: map[string]any{"path": file}},
+		}
+	})
+}
+
+// benchHTTPClients connects n Streamable HTTP clients, client i to urls[i%len(urls)], and
+// runs them at once, each calling steps(i) in turn, once per benchmark iteration. It reports
+// calls/s; every call must succeed.
+func benchHTTPClients(b *testing.B, urls []string, n int, steps func(i int) []mcp.CallToolParams) {
+	b.Helper()
+	sessions := make([]*mcp.ClientSession, n)
 	for i := range sessions {
 		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: p + "/mcp", MaxRetries: -1}, nil)
+		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: urls[i%len(urls)] + "/mcp", MaxRetries: -1}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -295,26 +314,15 @@ func BenchmarkHTTPConcurrent50(b *testing.B) {
 	for b.Loop() {
 		var wg sync.WaitGroup
 		for i, cs := range sessions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				file := fmt.Sprintf("/memories/client%02d.md", i)
-				steps := []mcp.CallToolParams{
-					{Name: "memory_create", Arguments: map[string]any{"path": file, "file_text": "# notes\n"}},
-					{Name: "memory_insert", Arguments: map[string]any{"path": file, "insert_line": 1, "insert_text": "- fact"}},
-					{Name: "memory_view", Arguments: map[string]any{"path": file}},
-					{Name: "memory_str_replace", Arguments: map[string]any{"path": file, "old_str": "- fact", "new_str": "- FACT"}},
-					{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}},
-					{Name: "memory_delete", Arguments: map[string]any{"path": file}},
-				}
-				for _, s := range steps {
+			wg.Go(func() {
+				for _, s := range steps(i) {
 					res, err := cs.CallTool(context.Background(), &s)
 					calls.Add(1)
 					if err != nil || res.IsError {
 						failures.Add(1)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 	}
@@ -360,47 +368,18 @@ func BenchmarkPostgresReplicas(b *testing.B) {
 			for range replicas {
 				urls = append(urls, startHTTPBench(b, args...))
 			}
-			sessions := make([]*mcp.ClientSession, 32)
-			for i := range sessions {
-				client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-				cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: urls[i%replicas] + "/mcp", MaxRetries: -1}, nil)
-				if err != nil {
-					b.Fatal(err)
+			benchHTTPClients(b, urls, 32, func(i int) []mcp.CallToolParams {
+				file := fmt.Sprintf("/memories/c%02d/notes.md", i)
+				return []mcp.CallToolParams{
+					{Name: "memory_create", Arguments: map[string]any{"path": file, "file_text": "# notes\n"}},
+					{Name: "memory_view", Arguments: map[string]any{"path": file}},
+					{Name: "memory_insert", Arguments: map[string]any{"path": file, "insert_line": 1, "insert_text": "- fact"}},
+					{Name: "memory_view", Arguments: map[string]any{"path": file}},
+					{Name: "memory_str_replace", Arguments: map[string]any{"path": file, "old_str": "- fact", "new_str": "- FACT"}},
+					{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}},
+					{Name: "memory_delete", Arguments: map[string]any{"path": file}},
 				}
-				defer cs.Close()
-				sessions[i] = cs
-			}
-			var calls, failures atomic.Int64
-			start := time.Now()
-			for b.Loop() {
-				var wg sync.WaitGroup
-				for i, cs := range sessions {
-					wg.Go(func() {
-						file := fmt.Sprintf("/memories/c%02d/notes.md", i)
-						steps := []mcp.CallToolParams{
-							{Name: "memory_create", Arguments: map[string]any{"path": file, "file_text": "# notes\n"}},
-							{Name: "memory_view", Arguments: map[string]any{"path": file}},
-							{Name: "memory_insert", Arguments: map[string]any{"path": file, "insert_line": 1, "insert_text": "- fact"}},
-							{Name: "memory_view", Arguments: map[string]any{"path": file}},
-							{Name: "memory_str_replace", Arguments: map[string]any{"path": file, "old_str": "- fact", "new_str": "- FACT"}},
-							{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}},
-							{Name: "memory_delete", Arguments: map[string]any{"path": file}},
-						}
-						for _, s := range steps {
-							res, err := cs.CallTool(context.Background(), &s)
-							calls.Add(1)
-							if err != nil || res.IsError {
-								failures.Add(1)
-							}
-						}
-					})
-				}
-				wg.Wait()
-			}
-			b.ReportMetric(float64(calls.Load())/time.Since(start).Seconds(), "calls/s")
-			if failures.Load() > 0 {
-				b.Fatalf("%d of %d calls failed", failures.Load(), calls.Load())
-			}
+			})
 		})
 	}
 }

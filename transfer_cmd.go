@@ -31,20 +31,21 @@ func runTransfer(ctx context.Context, c *config, store *vfs.Store, where string,
 			rest = rest[:1] // standard input or output
 		}
 		if rest[0] == "export" {
-			w := stdout
-			if len(rest) == 2 {
-				f, err := os.OpenFile(rest[1], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := store.Export(ctx, f, !c.sub.noHistory); err != nil {
-					os.Remove(rest[1])
-					return err
-				}
-				return f.Close()
+			if len(rest) == 1 {
+				return store.Export(ctx, stdout, !c.sub.noHistory)
 			}
-			return store.Export(ctx, w, !c.sub.noHistory)
+			f, err := os.OpenFile(rest[1], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			err = store.Export(ctx, f, !c.sub.noHistory)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(rest[1]) // no half an export left behind
+			}
+			return err
 		}
 		r := stdin
 		if len(rest) == 2 {

@@ -77,11 +77,7 @@ func (fx *fixture) tree(t testing.TB) map[string][]byte {
 // empty directory by creating a file in it and deleting that). It is not among backends():
 // those are the afero filesystems, which the fault and concurrency tests reach into.
 var postgresBackend = backend{"postgres", func(t testing.TB, seed map[string][]byte, _ func(vfs.FS) vfs.FS) *fixture {
-	st, err := vfs.NewPostgresStorage(context.Background(), vfstest.PostgresDSN(t), vfstest.UniqueName(t), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := vfstest.PostgresStorage(t)
 	ctx := context.Background()
 	tx, err := st.Begin(ctx, true)
 	if err != nil {

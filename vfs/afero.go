@@ -36,6 +36,19 @@ func ReadOnly() Option { return func(o *options) { o.readOnly = true } }
 // none).
 func WithHistory(cfg HistoryConfig) Option { return func(o *options) { o.history = &cfg } }
 
+// historyConfig is the history the options ask for: DefaultHistory unless given, nil when
+// off.
+func (o options) historyConfig() *HistoryConfig {
+	cfg := DefaultHistory
+	if o.history != nil {
+		cfg = *o.history
+	}
+	if cfg.Off {
+		return nil
+	}
+	return &cfg
+}
+
 func collect(opts []Option) options {
 	var o options
 	for _, f := range opts {
@@ -76,12 +89,8 @@ var ErrReadOnlyStore = errors.New("vfs: the store is read-only")
 func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
 	o := collect(opts)
 	s := &AferoStorage{fs: fsys, lock: semaphore.NewWeighted(maxReaders), readOnly: o.readOnly}
-	cfg := DefaultHistory
-	if o.history != nil {
-		cfg = *o.history
-	}
-	if !cfg.Off {
-		s.history = &fileHistory{cfg: cfg}
+	if cfg := o.historyConfig(); cfg != nil {
+		s.history = &fileHistory{cfg: *cfg}
 	}
 	return s
 }

@@ -91,14 +91,7 @@ func (db *PostgresDB) Store(ctx context.Context, name string, opts ...Option) (*
 // Storage is Store's storage.
 func (db *PostgresDB) Storage(ctx context.Context, name string, opts ...Option) (*PostgresStorage, error) {
 	o := collect(opts)
-	s := &PostgresStorage{db: db, readOnly: o.readOnly}
-	hist := DefaultHistory
-	if o.history != nil {
-		hist = *o.history
-	}
-	if !hist.Off {
-		s.history = &hist
-	}
+	s := &PostgresStorage{db: db, readOnly: o.readOnly, history: o.historyConfig()}
 	// A read-only store that does not exist yet is made too, empty, as the os backend makes
 	// a read-only tenant's missing directory: the row is bookkeeping, not memory.
 	if _, err := db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err != nil {

@@ -38,7 +38,6 @@ const migrationLock = 0x6d6d_0001
 // PostgresStorage is the Storage of one store in a PostgreSQL database.
 type PostgresStorage struct {
 	db       *PostgresDB
-	ownsDB   bool // opened by NewPostgresStorage: Close closes the database too
 	id       int64
 	readOnly bool
 	history  *HistoryConfig // nil when the store keeps no history
@@ -99,41 +98,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	return version, tx.Commit(ctx)
 }
 
-// OpenPostgresStore opens the store named store in the database of dsn, with a database
-// connection of its own (OpenPostgres and PostgresDB.Store share one between stores).
-func OpenPostgresStore(ctx context.Context, dsn, store string, migrateSchema bool, opts ...Option) (*Store, error) {
-	st, err := NewPostgresStorage(ctx, dsn, store, migrateSchema, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return NewStore(st), nil
-}
-
-// NewPostgresStorage is OpenPostgresStore's storage.
-func NewPostgresStorage(ctx context.Context, dsn, store string, migrateSchema bool, opts ...Option) (*PostgresStorage, error) {
-	db, err := OpenPostgres(ctx, dsn, migrateSchema && !collect(opts).readOnly)
-	if err != nil {
-		return nil, err
-	}
-	s, err := db.Storage(ctx, store, opts...)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	s.ownsDB = true
-	return s, nil
-}
-
 // ReadOnly reports whether every change is refused.
 func (s *PostgresStorage) ReadOnly() bool { return s.readOnly }
 
-// Close closes the database connection when the storage has one of its own.
-func (s *PostgresStorage) Close() error {
-	if s.ownsDB {
-		s.db.Close()
-	}
-	return nil
-}
+// Close does nothing: the database connection is its PostgresDB's, shared with the
+// database's other stores, and closed with it.
+func (s *PostgresStorage) Close() error { return nil }
 
 // Changes returns a channel that receives when another transaction may have changed the
 // store, in any process (the database's LISTEN/NOTIFY); stop ends it. Store.Watch uses it

@@ -18,24 +18,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// openPostgres opens a fresh store (a name no other test uses) in the test cluster.
-func openPostgres(t *testing.T, opts ...vfs.Option) *vfs.PostgresStorage {
-	t.Helper()
-	st, err := vfs.NewPostgresStorage(context.Background(), vfstest.PostgresDSN(t), vfstest.UniqueName(t), true, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // The PostgreSQL backend passes the storage conformance suite and keeps history the same
 // way as the others.
 func TestPostgresConformance(t *testing.T) {
-	vfstest.TestStorage(t, func(t *testing.T) vfs.Storage { return openPostgres(t) })
+	vfstest.TestStorage(t, func(t *testing.T) vfs.Storage { return vfstest.PostgresStorage(t) })
 }
 
 func TestPostgresHistoryConformance(t *testing.T) {
-	vfstest.TestHistory(t, func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage { return openPostgres(t, vfs.WithHistory(cfg)) })
+	vfstest.TestHistory(t, func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
+		return vfstest.PostgresStorage(t, vfs.WithHistory(cfg))
+	})
 }
 
 // A change committed through one database connection reaches a store watched through
@@ -53,11 +45,15 @@ func TestPostgresChangesAreAnnounced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := vfs.OpenPostgresStore(ctx, dsn, name, true)
+	dbB, err := vfs.OpenPostgres(ctx, dsn, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer dbB.Close()
+	b, err := dbB.Store(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sub := a.Subscribe(16)
 	defer sub.Close()
 	wctx, stop := context.WithCancel(ctx)

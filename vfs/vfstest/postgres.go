@@ -1,6 +1,7 @@
 package vfstest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // A throwaway PostgreSQL cluster for the tests of a test binary: Debian's server, started on
@@ -183,6 +186,23 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// PostgresStorage opens a fresh store (a name no other test uses) in the test cluster, over
+// a database connection of the test's own that is closed when the test ends.
+func PostgresStorage(t testing.TB, opts ...vfs.Option) *vfs.PostgresStorage {
+	t.Helper()
+	ctx := context.Background()
+	db, err := vfs.OpenPostgres(ctx, PostgresDSN(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	st, err := db.Storage(ctx, UniqueName(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // UniqueName returns a store name no other test of this run uses.
