@@ -249,3 +249,40 @@ func BenchmarkChangeFeedDigests(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTwoProcesses creates files in a 10,000-file os store, from one process, and from
+// two taking turns (two stores on one directory, each with its own locks, as two desktop
+// clients each starting a server on the default root): each sees the other's change before
+// its own, so what it caches of the store must not cost a walk.
+func BenchmarkTwoProcesses(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 10_000 {
+		sub := filepath.Join(dir, fmt.Sprintf("d%02d", i%100))
+		os.MkdirAll(sub, 0o700)
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%d.md", i)), []byte("a memory of about forty bytes, say it so\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	open := func() *handlers.Handlers {
+		s, err := vfs.OpenOSStore(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return handlers.New(s, handlers.DefaultLimits())
+	}
+	one, other := open(), open()
+	n := 0
+	for _, procs := range []int{1, 2} {
+		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
+			hs := []*handlers.Handlers{one, other}[:procs]
+			for b.Loop() {
+				n++
+				res := hs[n%procs].Exec(context.Background(), map[string]any{"command": "create", "path": fmt.Sprintf("/memories/new/%d.md", n), "file_text": "x"})
+				if res.IsError {
+					b.Fatal(res.Text)
+				}
+			}
+		})
+	}
+}

@@ -71,11 +71,12 @@ type AferoStorage struct {
 	// call's context.
 	lock *semaphore.Weighted
 
-	cacheMu    sync.Mutex // guards the fields below, which readers may refresh concurrently
-	gen        uint64     // the storage's change counter as this process last knew it
-	genKnown   bool
-	usage      int64 // bytes of all files at virtual paths; valid when usageKnown
-	usageKnown bool
+	cacheMu     sync.Mutex // guards the fields below, which readers may refresh concurrently
+	gen         uint64     // the storage's change counter as this process last knew it
+	genKnown    bool
+	usage       int64 // bytes of all files at virtual paths; valid when usageKnown
+	usageKnown  bool
+	usageShared bool // the storage lock holds usage as of gen (see Counters)
 
 	access   *accessLog   // nil unless TrackAccess was called
 	readOnly bool         // a change always fails; nothing is written, not even bookkeeping
@@ -196,19 +197,24 @@ func (s *AferoStorage) setUsageUnknown() {
 // lockStorage takes the storage lock and notices, through the change counter, whether
 // another process changed the storage since this one last looked.
 func (s *AferoStorage) lockStorage(ctx context.Context, exclusive bool) (external bool, err error) {
-	gen, err := s.fs.LockStorage(ctx, exclusive)
+	c, err := s.fs.LockStorage(ctx, exclusive)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
 		return false, fmt.Errorf("lock storage: %w", err)
 	}
+	gen := c.Generation
 	s.cacheMu.Lock()
 	defer s.cacheMu.Unlock()
 	if s.genKnown && gen != s.gen {
-		// Another process changed the storage: what this one cached may be stale.
+		// Another process changed the storage: what this one cached may be stale. The
+		// usage it left in the lock holds if it finished its change (else the next Usage
+		// walks the store). A process still walks once when it starts, which also counts
+		// what was edited by hand meanwhile.
 		external = true
-		s.usageKnown = false
+		s.usage, s.usageKnown = c.usage()
+		s.usageShared = s.usageKnown
 		if err := s.fs.Reload(); err != nil {
 			s.fs.UnlockStorage()
 			return false, err
@@ -216,6 +222,19 @@ func (s *AferoStorage) lockStorage(ctx context.Context, exclusive bool) (externa
 	}
 	s.gen, s.genKnown = gen, true
 	return external, nil
+}
+
+// shareUsage leaves the usage in the storage lock for other processes, at the end of a
+// write transaction that did not fail (while the lock is still held exclusively).
+func (s *AferoStorage) shareUsage() {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if !s.usageKnown || s.usageShared {
+		return
+	}
+	if s.fs.SetUsage(s.gen, s.usage) == nil {
+		s.usageShared = true
+	}
 }
 
 // aferoTx is one transaction on an AferoStorage.
@@ -254,6 +273,9 @@ func (tx *aferoTx) end(failed bool) error {
 	if !failed && tx.hist != nil {
 		tx.hist.afterCommit() // under the exclusive lock still
 	}
+	if !failed && tx.write {
+		s.shareUsage()
+	}
 	full := tx.flushAccess()
 	s.fs.UnlockStorage()
 	s.lock.Release(tx.weight)
@@ -283,6 +305,7 @@ func (tx *aferoTx) beforeChange() error {
 	tx.s.cacheMu.Lock()
 	defer tx.s.cacheMu.Unlock()
 	tx.s.gen++
+	tx.s.usageShared = false
 	return tx.s.fs.SetGeneration(tx.s.gen)
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"time"
@@ -135,7 +136,21 @@ func (ht *historyTx) writer() (*fileHistory, error) {
 // load reads what the log holds beyond what h knows (all of it, the first time or after a
 // rewrite), drops a torn last line, and settles a group a crash left open.
 func (ht *historyTx) load(h *fileHistory) error {
-	data, err := readAll(ht.fs(), historyLogName)
+	// What another process appended is read from where this one stopped: the header
+	// first, to tell whether the log is still the copy this process read.
+	var from int64
+	if h.loaded && h.offset > 0 {
+		head, size, err := readHead(ht.fs(), historyLogName, h.offset)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		var s logScan
+		s.scan(head, 0, true)
+		if err == nil && s.epoch == h.epoch && size >= h.offset {
+			from = h.offset
+		}
+	}
+	data, err := readFrom(ht.fs(), historyLogName, from)
 	if errors.Is(err, fs.ErrNotExist) {
 		h.reset()
 		h.loaded = true
@@ -145,19 +160,20 @@ func (ht *historyTx) load(h *fileHistory) error {
 		return err
 	}
 	var s logScan
-	s.scan(data, 0, true)
-	if !h.loaded || s.epoch != h.epoch || int64(len(data)) < h.offset {
+	if from == 0 {
+		s.scan(data, 0, true)
+		epoch := s.epoch
 		h.reset()
-		h.epoch = s.epoch
+		h.epoch = epoch
 		s = logScan{}
 		s.scan(data, 0, false)
 	} else {
 		s = logScan{epoch: h.epoch, lastSeq: h.lastSeq, lastGroup: h.lastGroup}
-		s.scan(data[h.offset:], h.offset, false)
+		s.scan(data, from, false)
 	}
 	h.offset, h.lastSeq, h.lastGroup = s.end, s.lastSeq, s.lastGroup
 	h.fold(s.versions)
-	if s.end < int64(len(data)) {
+	if s.end < from+int64(len(data)) {
 		// A torn last line (a crash during an append): cut it off before appending more.
 		if err := truncate(ht.fs(), historyLogName, s.end); err != nil {
 			return err
@@ -642,6 +658,42 @@ func (ht *historyTx) afterCommit() {
 	if h.loaded {
 		h.bytes = bytes
 	}
+}
+
+// readHead reads the first line of the regular file name (at most limit bytes, and
+// never more than 4 KiB), and tells its size.
+func readHead(fsys FS, name string, limit int64) ([]byte, int64, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	buf := make([]byte, min(limit, 4096))
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, 0, err
+	}
+	return buf[:n], fi.Size(), nil
+}
+
+// readFrom reads the regular file name from offset on.
+func readFrom(fsys FS, name string, offset int64) ([]byte, error) {
+	if offset == 0 {
+		return readAll(fsys, name)
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }
 
 // readAll reads the whole regular file name.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,9 +22,10 @@ import (
 // Names are cleaned and made absolute before they reach MemMapFs, which otherwise treats
 // "a" and "/a" as two files.
 type MemFs struct {
-	mu  sync.RWMutex
-	fs  *afero.MemMapFs
-	gen atomic.Uint64 // the change counter (see LockStorage)
+	mu       sync.RWMutex
+	fs       *afero.MemMapFs
+	mu2      sync.Mutex // guards counters
+	counters Counters   // (see LockStorage)
 }
 
 // NewMemFs returns an empty in-memory filesystem whose root directory exists.
@@ -301,12 +301,27 @@ func (m *MemFs) OpenDir(name string) (DirHandle, error) { return openNamedDir(m,
 // LockStorage returns the change counter. Memory is not shared with other processes, so
 // there is no lock to take beyond the Store's own; the counter still tells two stores over
 // one MemFs (as tests build them) about each other's changes.
-func (m *MemFs) LockStorage(ctx context.Context, exclusive bool) (uint64, error) {
-	return m.gen.Load(), ctx.Err()
+func (m *MemFs) LockStorage(ctx context.Context, exclusive bool) (Counters, error) {
+	m.mu2.Lock()
+	defer m.mu2.Unlock()
+	return m.counters, ctx.Err()
 }
 
 // SetGeneration stores a new change counter.
-func (m *MemFs) SetGeneration(gen uint64) error { m.gen.Store(gen); return nil }
+func (m *MemFs) SetGeneration(gen uint64) error {
+	m.mu2.Lock()
+	m.counters.Generation = gen
+	m.mu2.Unlock()
+	return nil
+}
+
+// SetUsage stores the usage as of generation gen.
+func (m *MemFs) SetUsage(gen uint64, usage int64) error {
+	m.mu2.Lock()
+	m.counters.Usage, m.counters.UsageGen = usage, gen
+	m.mu2.Unlock()
+	return nil
+}
 
 // UnlockStorage does nothing (see LockStorage).
 func (m *MemFs) UnlockStorage() error { return nil }

@@ -410,7 +410,8 @@ func (f *OSFs) renameCheckFirst(oldname, newname string) error {
 
 // LockStorage takes the lock shared by every process that serves this directory: exclusive
 // for changes, shared for reads. It waits until the lock is free or ctx is done. The
-// returned generation is the change counter kept in the lock file.
+// returned counters are kept in the lock file: the change counter in its first 8 bytes,
+// the usage's generation and the usage in the next 16 (all little-endian).
 //
 // A flock belongs to the open descriptor, which all of this process's callers share: the
 // first shared holder takes it and the last one releases it, so reads of one process run in
@@ -421,39 +422,44 @@ func (f *OSFs) renameCheckFirst(oldname, newname string) error {
 // wait behind a stream of reads. Every taker therefore passes a turnstile first, the gate
 // file, which a writer keeps locked while it waits for the data lock: new readers of every
 // process queue at the gate, the current ones finish, and the writer gets in.
-func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (generation uint64, err error) {
+func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (c Counters, err error) {
 	f.gateMu.Lock()
 	defer f.gateMu.Unlock()
 	f.lockMu.Lock()
 	if f.holders == 0 {
 		if err := f.checkRoot(); err != nil {
 			f.lockMu.Unlock()
-			return 0, err
+			return c, err
 		}
 	}
 	if f.lock == nil {
 		f.holders++
 		f.lockMu.Unlock()
-		return 0, nil
+		return c, nil
 	}
 	f.lockMu.Unlock()
 	if err := flockWait(ctx, f.gate, true); err != nil {
-		return 0, err
+		return c, err
 	}
 	defer funlock(f.gate)
 	f.lockMu.Lock()
 	defer f.lockMu.Unlock()
 	if f.holders == 0 {
 		if err := flockWait(ctx, f.lock, exclusive); err != nil {
-			return 0, err
+			return c, err
 		}
 	}
 	f.holders++
-	var buf [8]byte
-	if n, _ := f.lock.ReadAt(buf[:], 0); n == 8 {
-		generation = binary.LittleEndian.Uint64(buf[:])
+	var buf [24]byte
+	n, _ := f.lock.ReadAt(buf[:], 0)
+	if n >= 8 {
+		c.Generation = binary.LittleEndian.Uint64(buf[:8])
 	}
-	return generation, nil
+	if n == 24 {
+		c.UsageGen = binary.LittleEndian.Uint64(buf[8:16])
+		c.Usage = int64(binary.LittleEndian.Uint64(buf[16:24]))
+	}
+	return c, nil
 }
 
 // SetGeneration records a new change counter; only valid while the lock is held exclusively.
@@ -464,6 +470,19 @@ func (f *OSFs) SetGeneration(generation uint64) error {
 	var buf [8]byte
 	binary.LittleEndian.PutUint64(buf[:], generation)
 	_, err := f.lock.WriteAt(buf[:], 0)
+	return err
+}
+
+// SetUsage records the store's usage as of generation gen; only valid while the lock is
+// held exclusively.
+func (f *OSFs) SetUsage(gen uint64, usage int64) error {
+	if f.lock == nil || f.readOnly {
+		return nil
+	}
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[:8], gen)
+	binary.LittleEndian.PutUint64(buf[8:], uint64(usage))
+	_, err := f.lock.WriteAt(buf[:], 8)
 	return err
 }
 

@@ -549,12 +549,15 @@ func (o *OverlayFs) SyncDir(name string) error {
 }
 
 // LockStorage takes the upper layer's storage lock.
-func (o *OverlayFs) LockStorage(ctx context.Context, exclusive bool) (uint64, error) {
+func (o *OverlayFs) LockStorage(ctx context.Context, exclusive bool) (Counters, error) {
 	return o.upper.LockStorage(ctx, exclusive)
 }
 
 // SetGeneration stores the change counter in the upper layer's lock.
 func (o *OverlayFs) SetGeneration(gen uint64) error { return o.upper.SetGeneration(gen) }
+
+// SetUsage stores the usage in the upper layer's lock.
+func (o *OverlayFs) SetUsage(gen uint64, usage int64) error { return o.upper.SetUsage(gen, usage) }
 
 // UnlockStorage releases the upper layer's storage lock.
 func (o *OverlayFs) UnlockStorage() error { return o.upper.UnlockStorage() }

@@ -109,15 +109,33 @@ type FS interface {
 	OpenDir(name string) (DirHandle, error)
 
 	// LockStorage blocks until it holds the storage-wide lock (exclusive for changes), or
-	// ctx is done, and returns the change counter kept with it; SetGeneration stores a new
-	// counter while the lock is held exclusively. A writer waiting for the lock must get it
-	// within a bounded time however many readers come and go in other processes.
-	LockStorage(ctx context.Context, exclusive bool) (generation uint64, err error)
+	// ctx is done, and returns the counters kept with it; SetGeneration stores a new change
+	// counter, and SetUsage the store's usage as of a generation, while the lock is held
+	// exclusively. A writer waiting for the lock must get it within a bounded time however
+	// many readers come and go in other processes.
+	LockStorage(ctx context.Context, exclusive bool) (Counters, error)
 	SetGeneration(generation uint64) error
+	SetUsage(generation uint64, usage int64) error
 	UnlockStorage() error
 	// Reload re-reads what the filesystem caches of its own state (the overlay's
 	// whiteouts), after another process changed the storage.
 	Reload() error
+}
+
+// Counters are what the storage lock keeps for every process that serves the storage: the
+// change counter, and the bytes of all files as of generation UsageGen. The usage holds
+// only while UsageGen is the current Generation: a change bumps the generation before it
+// touches anything, so a process that dies half-way leaves the usage unknown, and so does
+// an older memory-mcp that knows nothing of it.
+type Counters struct {
+	Generation uint64
+	Usage      int64
+	UsageGen   uint64
+}
+
+// usage returns the usage when it holds for the current generation.
+func (c Counters) usage() (int64, bool) {
+	return c.Usage, c.UsageGen != 0 && c.UsageGen == c.Generation && c.Usage >= 0
 }
 
 // ErrChangesKept is returned by Rollback when the changes the transaction made stay.
