@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -25,12 +26,17 @@ type Option func(*options)
 type options struct {
 	readOnly bool
 	history  *HistoryConfig
+	noWAL    bool
 }
 
 // ReadOnly opens a store that refuses every change and writes nothing into the storage:
 // no lock file is created (an existing one is still used to stay out of writers' way), and
 // no access is recorded.
 func ReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// FlushEachChange turns the write-ahead log off: every change flushes its own files, as
+// on systems without the log (see wal.go). Benchmarks compare the two ways.
+func FlushEachChange() Option { return func(o *options) { o.noWAL = true } }
 
 // WithHistory sets how much history the store keeps (DefaultHistory unless given; Off keeps
 // none).
@@ -92,8 +98,32 @@ func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
 	s := &AferoStorage{fs: fsys, lock: semaphore.NewWeighted(maxReaders), readOnly: o.readOnly}
 	if cfg := o.historyConfig(); cfg != nil {
 		s.history = &fileHistory{cfg: *cfg}
+		if d, ok := walFS(fsys); ok && !o.readOnly && !o.noWAL {
+			s.history.wal = &walState{fs: d}
+		}
 	}
 	return s
+}
+
+// walOn reports whether changes are made durable by the write-ahead log (see wal.go),
+// rather than each by flushing its own files.
+func (s *AferoStorage) walOn() bool { return s.history != nil && s.history.wal != nil }
+
+// writeFile writes data to name atomically: flushed unless the write-ahead log records
+// the change.
+func (s *AferoStorage) writeFile(name string, data []byte, noReplace bool) error {
+	if s.walOn() {
+		return s.history.wal.fs.WriteFileUnsynced(name, data, noReplace)
+	}
+	return s.fs.WriteFileAtomic(name, data, noReplace)
+}
+
+// syncDir flushes a directory unless the write-ahead log records the change.
+func (s *AferoStorage) syncDir(name string) error {
+	if s.walOn() {
+		return nil
+	}
+	return s.fs.SyncDir(name)
 }
 
 // maxReaders is the weight of a writer: more readers than this never run at once.
@@ -118,7 +148,22 @@ func OpenOSStore(dir string, opts ...Option) (*Store, error) {
 	}
 	st := NewAferoStorage(osfs, opts...)
 	st.closers = append(st.closers, osfs)
-	return NewStore(st), nil
+	store := NewStore(st)
+	if st.walOn() && walNeedsRecovery(osfs, st.history.wal.fs) {
+		// The machine crashed with changes in the write-ahead log: recover them now (the
+		// first change would), so that readers never see the files without them.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := store.Update(ctx, func(tx *Tx) error {
+			_, err := tx.t.(*aferoTx).History().(*historyTx).writer()
+			return err
+		})
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("recover the write-ahead log: %w", err)
+		}
+	}
+	return store, nil
 }
 
 // OpenOverlayStore opens a copy-on-write store: lowerDir is read and never written; changes
@@ -156,8 +201,19 @@ func OpenOverlayStore(lowerDir, upperDir string, opts ...Option) (*Store, error)
 	return NewStore(st), nil
 }
 
-// Close releases the storage's directories and locks.
+// Close releases the storage's directories and locks, after a checkpoint of the
+// write-ahead log when this process wrote to it (so that a clean stop leaves nothing to
+// recover).
 func (s *AferoStorage) Close() error {
+	if s.walOn() && s.history.wal.records.Load() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if t, err := s.Begin(ctx, true); err == nil {
+			tx := t.(*aferoTx)
+			tx.History().(*historyTx).checkpoint(s.history)
+			tx.end(false)
+		}
+		cancel()
+	}
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
@@ -412,7 +468,7 @@ func (tx *aferoTx) WriteFile(ctx context.Context, p Path, data []byte) error {
 			old = fi.Size()
 		}
 	}
-	if err := tx.s.fs.WriteFileAtomic(p.Name(), data, false); err != nil {
+	if err := tx.s.writeFile(p.Name(), data, false); err != nil {
 		return err
 	}
 	tx.s.addUsage(int64(len(data)) - old)
@@ -440,7 +496,7 @@ func (tx *aferoTx) CreateFile(ctx context.Context, p Path, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.s.fs.WriteFileAtomic(p.Name(), data, true); err != nil {
+	if err := tx.s.writeFile(p.Name(), data, true); err != nil {
 		undo()
 		return err
 	}
@@ -479,6 +535,11 @@ func (tx *aferoTx) mkdirParents(p Path) (undo func(), err error) {
 // old or the new content and, at worst, a temporary file that no virtual path reaches. It
 // is WriteFileAtomic for the filesystems on disk.
 func writeAtomic(fsys FS, name string, data []byte, noReplace bool) (err error) {
+	return writeFile(fsys, name, data, noReplace, true)
+}
+
+// writeFile is writeAtomic, with the flushes only when sync is set.
+func writeFile(fsys FS, name string, data []byte, noReplace, sync bool) (err error) {
 	rename := fsys.Rename
 	if noReplace {
 		rename = fsys.RenameNoReplace
@@ -495,7 +556,7 @@ func writeAtomic(fsys FS, name string, data []byte, noReplace bool) (err error) 
 		}
 	}()
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -504,7 +565,7 @@ func writeAtomic(fsys FS, name string, data []byte, noReplace bool) (err error) 
 	if err != nil {
 		return err
 	}
-	if err = rename(tmp, name); err != nil {
+	if err = rename(tmp, name); err != nil || !sync {
 		return err
 	}
 	return fsys.SyncDir(dir)
@@ -527,7 +588,7 @@ func (tx *aferoTx) RemoveAll(ctx context.Context, p Path) error {
 	}
 	tx.s.addUsage(-size)
 	tx.forget(p.Name())
-	return tx.s.fs.SyncDir(p.Parent().Name())
+	return tx.s.syncDir(p.Parent().Name())
 }
 
 // RemoveDir deletes the directory at p if nothing is in it.
@@ -541,7 +602,7 @@ func (tx *aferoTx) RemoveDir(ctx context.Context, p Path) error {
 	if err := tx.s.fs.Remove(p.Name()); err != nil {
 		return err
 	}
-	return tx.s.fs.SyncDir(p.Parent().Name())
+	return tx.s.syncDir(p.Parent().Name())
 }
 
 // Rename moves oldp to newp, creating missing parents of newp. It fails with fs.ErrExist if
@@ -563,13 +624,13 @@ func (tx *aferoTx) Rename(ctx context.Context, oldp, newp Path) error {
 		return err
 	}
 	tx.move(oldp.Name(), newp.Name())
-	if err := tx.s.fs.SyncDir(oldp.Parent().Name()); err != nil {
+	if err := tx.s.syncDir(oldp.Parent().Name()); err != nil {
 		return err
 	}
 	if newp.Parent() == oldp.Parent() {
 		return nil // one directory: flushed once
 	}
-	return tx.s.fs.SyncDir(newp.Parent().Name())
+	return tx.s.syncDir(newp.Parent().Name())
 }
 
 // Usage returns the bytes of all files at virtual paths (hidden files included, the server's

@@ -68,10 +68,11 @@ type fileHistory struct {
 	dirsMade  bool
 	appended  int // versions appended since the last pruning pass
 	lastPrune time.Time
+	wal       *walState // nil when the write-ahead log is off (see wal.go)
 }
 
 func (h *fileHistory) reset() {
-	*h = fileHistory{cfg: h.cfg, dirsMade: h.dirsMade, lastPrune: h.lastPrune, appended: h.appended}
+	*h = fileHistory{cfg: h.cfg, dirsMade: h.dirsMade, lastPrune: h.lastPrune, appended: h.appended, wal: h.wal}
 	h.sizes = map[Digest]int64{}
 }
 
@@ -106,7 +107,8 @@ type historyTx struct {
 	time    time.Time
 	group   []Version // announced by Record, until Settle
 	groupID uint64
-	wrote   bool // something was appended: pruning may be due at commit
+	kept    []walContent // contents Keep wrote since the last Record, for its log record
+	wrote   bool         // something was appended: pruning may be due at commit
 }
 
 func (ht *historyTx) Seq() uint64 { return ht.seq }
@@ -136,6 +138,11 @@ func (ht *historyTx) writer() (*fileHistory, error) {
 // load reads what the log holds beyond what h knows (all of it, the first time or after a
 // rewrite), drops a torn last line, and settles a group a crash left open.
 func (ht *historyTx) load(h *fileHistory) error {
+	if h.wal != nil && !h.loaded && walNeedsRecovery(ht.fs(), h.wal.fs) {
+		if err := ht.recoverWAL(h); err != nil {
+			return err
+		}
+	}
 	// What another process appended is read from where this one stopped: the header
 	// first, to tell whether the log is still the copy this process read.
 	var from int64
@@ -181,6 +188,13 @@ func (ht *historyTx) load(h *fileHistory) error {
 	}
 	if len(s.pending) > 0 {
 		only := ht.shown(s.pending)
+		if h.wal != nil && len(only) < len(s.pending) {
+			// The write-ahead log must know too, or a crash of the machine would have it
+			// redo the change.
+			if err := ht.walAppend(h, walLine{Settle: s.pendingG, Only: only}); err != nil {
+				return err
+			}
+		}
 		if err := ht.appendLines(h, false, logLine{Settle: s.pendingG, Partial: len(only) < len(s.pending), Only: only}); err != nil {
 			return err
 		}
@@ -205,7 +219,8 @@ type logScan struct {
 	pendingG  uint64
 	lastSeq   uint64
 	lastGroup uint64
-	end       int64 // offset just past the last whole line
+	end       int64           // offset just past the last whole line
+	groups    map[uint64]bool // when not nil: the groups settled (recoverWAL)
 }
 
 // scan reads the lines of data (which starts at offset base in the log); with headerOnly it
@@ -236,6 +251,7 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 				// settle line failed to be written after the operation succeeded.
 				s.versions = append(s.versions, s.pending...)
 				s.lastSeq = max(s.lastSeq, s.pending[0].Seq)
+				s.settled(s.pendingG)
 				s.pending = nil
 			}
 			s.pending, s.pendingG = append(s.pending, *l.V), l.G
@@ -243,6 +259,7 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 		case l.Settle != 0:
 			n := len(s.versions)
 			if l.Settle == s.pendingG {
+				s.settled(l.Settle)
 				if l.Partial {
 					for _, i := range l.Only {
 						if i >= 0 && i < len(s.pending) {
@@ -260,6 +277,12 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 			s.pending, s.pendingG = nil, 0
 			s.lastGroup = max(s.lastGroup, l.Settle)
 		}
+	}
+}
+
+func (s *logScan) settled(g uint64) {
+	if s.groups != nil {
+		s.groups[g] = true
 	}
 }
 
@@ -408,6 +431,10 @@ func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) error {
 		if err := ht.makeDirs(h); err != nil {
 			return err
 		}
+		if h.wal != nil {
+			// Not flushed: the next record carries the content.
+			return h.wal.fs.WriteFileUnsynced(objectName(d), data, true)
+		}
 		return ht.fs().WriteFileAtomic(objectName(d), data, true)
 	}
 	err = write()
@@ -417,6 +444,9 @@ func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) error {
 	}
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
+	}
+	if h.wal != nil && err == nil {
+		ht.kept = append(ht.kept, walContent{D: d, B: data})
 	}
 	return nil
 }
@@ -443,7 +473,15 @@ func (ht *historyTx) Record(ctx context.Context, vs []Version) error {
 		vs[i].Seq, vs[i].Time = ht.seq, ht.time
 		lines[i] = logLine{G: ht.groupID, V: &vs[i]}
 	}
-	if err := ht.appendLines(h, true, lines...); err != nil {
+	if h.wal != nil {
+		// The one flush of the change: its record in the write-ahead log.
+		if err := ht.walAppend(h, walLine{G: ht.groupID, V: vs, C: ht.kept}); err != nil {
+			h.loaded = false
+			return err
+		}
+		ht.kept = nil
+	}
+	if err := ht.appendLines(h, h.wal == nil, lines...); err != nil {
 		return err
 	}
 	ht.group = vs
@@ -472,6 +510,13 @@ func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) error {
 		vs = kept
 		if !line.Partial {
 			line.Only = nil
+		}
+	}
+	if h.wal != nil && line.Partial {
+		// A change that failed, or did part of its work, says so in the write-ahead log,
+		// flushed: a crash of the machine must not have it redone.
+		if err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: line.Only}); err != nil {
+			return err
 		}
 	}
 	// Not flushed: should the line be lost, the group is checked against the files.
@@ -578,8 +623,20 @@ func (ht *historyTx) Import(ctx context.Context, vs []Version) error {
 	return ht.rewrite(h, vs)
 }
 
-// rewrite replaces the log, atomically, with one holding vs under a new epoch.
+// rewrite replaces the log, atomically, with one holding vs under a new epoch. The
+// write-ahead log is emptied first: its records must not bring back what a rewrite leaves
+// out (a redacted content above all).
 func (ht *historyTx) rewrite(h *fileHistory, vs []Version) error {
+	if h.wal != nil {
+		if err := ht.checkpoint(h); err != nil {
+			return err
+		}
+	}
+	return ht.rewriteLog(h, vs)
+}
+
+// rewriteLog is rewrite without the checkpoint.
+func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
 	if err := ht.makeDirs(h); err != nil {
 		return err
 	}
@@ -612,6 +669,9 @@ func (ht *historyTx) afterCommit() {
 	h := ht.tx.s.history
 	if !ht.wrote || !h.loaded {
 		return
+	}
+	if h.wal != nil && h.wal.due {
+		ht.checkpoint(h) // failing, it stays due
 	}
 	now := h.cfg.now()
 	due := h.lastPrune.IsZero() || h.appended >= pruneEvery || now.Sub(h.lastPrune) >= pruneInterval ||

@@ -390,6 +390,32 @@ func (f *OSFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
 	return writeAtomic(f, name, data, noReplace)
 }
 
+// WriteFileUnsynced is WriteFileAtomic without the flushes: a crash of the process leaves
+// the old content or the new, but a crash of the machine may lose the change, so it is for
+// changes that a flushed write-ahead log records first (see durableFS).
+func (f *OSFs) WriteFileUnsynced(name string, data []byte, noReplace bool) error {
+	return writeFile(f, name, data, noReplace, false)
+}
+
+// BootID names this boot of the machine ("" where unknown, which keeps the write-ahead
+// log off).
+func (f *OSFs) BootID() string {
+	if f.readOnly {
+		return ""
+	}
+	return bootID()
+}
+
+// SyncAll flushes everything written to the filesystem that holds the directory.
+func (f *OSFs) SyncAll() error {
+	d, err := f.root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return syncFS(d)
+}
+
 // Reload does nothing: an OSFs caches nothing that another process could change.
 func (f *OSFs) Reload() error { return nil }
 

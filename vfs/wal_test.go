@@ -1,0 +1,295 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func mustResolve(t *testing.T, p string) Path {
+	t.Helper()
+	q, err := Resolve(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// treeOf reads every file below dir (bookkeeping aside): relative name → content.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if IsBookkeeping(d.Name()) && p != dir {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			b, _ := os.ReadFile(p)
+			rel, _ := filepath.Rel(dir, p)
+			out[rel] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+// copyTree copies dir to a new directory, bookkeeping included.
+func copyTree(t *testing.T, dir string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o700)
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, 0o600)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func versionsOf(t *testing.T, s *Store) []Version {
+	t.Helper()
+	var vs []Version
+	if err := s.View(context.Background(), func(tx *Tx) error {
+		var err error
+		vs, err = tx.Versions()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+// A crash of the machine may keep from the disk any write made after the last checkpoint
+// but the write-ahead log's flushed records. The test builds that disk: the directory as
+// the checkpoint left it, the log as the changes left it (marked as written in another
+// boot), and of the files and the history log some, none or all as the changes left them.
+// Opening it recovers every change: the files, the history and its contents are those of
+// the store that did not crash, and a failed change is not redone.
+func TestWALRecoversAfterMachineCrash(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
+	}
+	for _, keep := range []string{"none", "some", "all", "files-not-history"} {
+		t.Run(keep, func(t *testing.T) {
+			live := t.TempDir()
+			s, err := OpenOSStore(live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			up := func(fn func(tx *Tx) error) error { return s.Update(ctx, fn) }
+			create := func(p, text string) {
+				if err := up(func(tx *Tx) error { return tx.CreateFile(mustResolve(t, p), []byte(text)) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			create("/memories/a.md", "alpha\n")
+			create("/memories/dir/b.md", "beta\n")
+			create("/memories/c.md", "gamma\n")
+			// The checkpoint: what the disk surely holds.
+			if err := up(func(tx *Tx) error {
+				return tx.t.(*aferoTx).History().(*historyTx).checkpoint(tx.t.(*aferoTx).s.history)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			disk := copyTree(t, live)
+
+			// Changes after it, of every kind, and one that fails.
+			if err := up(func(tx *Tx) error { return tx.WriteFile(mustResolve(t, "/memories/a.md"), []byte("alpha 2\n")) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := up(func(tx *Tx) error { return tx.WriteFile(mustResolve(t, "/memories/a.md"), []byte("alpha 3\n")) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := up(func(tx *Tx) error {
+				return tx.Rename(mustResolve(t, "/memories/dir"), mustResolve(t, "/memories/moved"))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := up(func(tx *Tx) error { return tx.RemoveAll(mustResolve(t, "/memories/c.md")) }); err != nil {
+				t.Fatal(err)
+			}
+			create("/memories/c.md", "gamma again\n")
+			create("/memories/new/d.md", "delta\n")
+			// A rename onto an existing file fails: recorded, then settled as failed.
+			if err := up(func(tx *Tx) error {
+				return tx.Rename(mustResolve(t, "/memories/a.md"), mustResolve(t, "/memories/c.md"))
+			}); err == nil {
+				t.Fatal("a rename onto an existing file succeeded")
+			}
+			want := treeOf(t, live)
+			wantVersions := versionsOf(t, s)
+
+			// The crashed disk.
+			wal, err := os.ReadFile(filepath.Join(live, walName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			boot := []byte(`"boot":"` + bootID() + `"`)
+			if !bytes.Contains(wal, boot) {
+				t.Fatalf("the log does not name this boot: %.200s", wal)
+			}
+			wal = bytes.Replace(wal, boot, []byte(`"boot":"an earlier boot"`), 1)
+			if err := os.WriteFile(filepath.Join(disk, walName), wal, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			persist := func(rel string) {
+				b, err := os.ReadFile(filepath.Join(live, rel))
+				if err != nil {
+					os.Remove(filepath.Join(disk, rel))
+					return
+				}
+				os.MkdirAll(filepath.Dir(filepath.Join(disk, rel)), 0o700)
+				os.WriteFile(filepath.Join(disk, rel), b, 0o600)
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(len(keep))))
+			for _, rel := range []string{"a.md", "dir/b.md", "moved/b.md", "c.md", "new/d.md"} {
+				if keep == "all" || keep == "files-not-history" || keep == "some" && rng.IntN(2) == 0 {
+					persist(rel)
+				}
+			}
+			if keep == "all" || keep == "some" {
+				persist(historyLogName)
+			}
+			s.Close() // (its checkpoint is of the live directory, not of the disk)
+
+			r, err := OpenOSStore(disk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if got := treeOf(t, disk); !equalMaps(got, want) {
+				t.Errorf("files after recovery:\n got %v\nwant %v", got, want)
+			}
+			gotVersions := versionsOf(t, r)
+			if g, w := jsonOf(gotVersions), jsonOf(wantVersions); g != w {
+				t.Errorf("history after recovery:\n got %s\nwant %s", g, w)
+			}
+			for _, v := range gotVersions {
+				if v.SHA256.IsZero() {
+					continue
+				}
+				if err := r.View(ctx, func(tx *Tx) error { _, err := tx.Content(v.SHA256); return err }); err != nil {
+					t.Errorf("content of version %d (%s) after recovery: %v", v.Seq, v.Path, err)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(disk, walName)); len(b) != 0 {
+				t.Errorf("the log was not emptied by recovery: %d bytes", len(b))
+			}
+			// The history goes on from where it was.
+			if err := r.Update(ctx, func(tx *Tx) error { return tx.CreateFile(mustResolve(t, "/memories/e.md"), []byte("e")) }); err != nil {
+				t.Fatal(err)
+			}
+			vs := versionsOf(t, r)
+			if last := vs[len(vs)-1]; last.Seq != wantVersions[len(wantVersions)-1].Seq+1 {
+				t.Errorf("the next change is number %d, want %d", last.Seq, wantVersions[len(wantVersions)-1].Seq+1)
+			}
+		})
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// A file edited by hand after the crash's last record is left as it is; the write-ahead
+// log never holds a redacted content; a store closed cleanly leaves nothing to recover.
+func TestWALEdgeCases(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
+	}
+	dir := t.TempDir()
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	secret := "ghp_" + strings.Repeat("A", 36)
+	if err := s.Update(ctx, func(tx *Tx) error {
+		return tx.CreateFile(mustResolve(t, "/memories/s.md"), []byte(secret))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, walName)); !bytes.Contains(b, []byte("Z2hwX")) { // base64 of "ghp_"
+		t.Fatalf("the change's record does not carry its content: %.300s", b)
+	}
+	if err := s.Update(ctx, func(tx *Tx) error {
+		if err := tx.WriteFile(mustResolve(t, "/memories/s.md"), []byte("nothing secret")); err != nil {
+			return err
+		}
+		_, err := tx.Redact(DigestOf([]byte(secret)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(b) != 0 {
+		t.Errorf("after a redaction the log still holds %d bytes", len(b))
+	}
+	if err := s.Update(ctx, func(tx *Tx) error {
+		return tx.WriteFile(mustResolve(t, "/memories/s.md"), []byte("by memory-mcp"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(filepath.Join(dir, walName))
+	if len(wal) == 0 {
+		t.Fatal("no record of the change")
+	}
+	s.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(b) != 0 {
+		t.Errorf("a clean close left %d bytes in the log", len(b))
+	}
+
+	// As if the machine had crashed before the close, and someone edited the file by hand
+	// since: the record must not overwrite the hand's edit.
+	wal = bytes.Replace(wal, []byte(`"boot":"`+bootID()+`"`), []byte(`"boot":"an earlier boot"`), 1)
+	os.WriteFile(filepath.Join(dir, walName), wal, 0o600)
+	os.WriteFile(filepath.Join(dir, "s.md"), []byte("by hand"), 0o600)
+	r, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, "s.md")); string(b) != "by hand" {
+		t.Errorf("recovery overwrote a hand edit: %q", b)
+	}
+}
