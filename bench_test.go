@@ -31,7 +31,25 @@ type stdioClient struct {
 
 func startStdio(tb testing.TB, args ...string) *stdioClient {
 	tb.Helper()
-	cmd := exec.Command(binary, append([]string{"-log-level", "error"}, args...)...)
+	return startStdioCommand(tb, binary, append([]string{"-log-level", "error"}, args...)...)
+}
+
+// responder builds testdata/responder, the floor of the stdio benchmarks, once.
+var responder = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "responder")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "responder")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/responder").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return bin, nil
+})
+
+func startStdioCommand(tb testing.TB, path string, args ...string) *stdioClient {
+	tb.Helper()
+	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+tb.TempDir())
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
@@ -81,6 +99,18 @@ func jsonString(s string) string { return strconv.Quote(s) } // valid JSON for t
 // floor, "noop", is a tool call that the server refuses before touching storage (memory_view
 // without arguments): read every figure as a ratio to it.
 func BenchmarkStdio(b *testing.B) {
+	// The floor of the floor: a minimal Go responder's round trip for the same call.
+	if bin, err := responder(); err != nil {
+		b.Fatal(err)
+	} else {
+		c := startStdioCommand(b, bin)
+		b.Run("responder/noop", func(b *testing.B) {
+			req := toolCall("memory_view", `{}`)
+			for b.Loop() {
+				c.roundTrip(b, req)
+			}
+		})
+	}
 	small := "unique marker: small\n" + strings.Repeat("a small memory line\n", 39) // 800 bytes
 	big := strings.Repeat(strings.Repeat("x", 63)+"\n", 16384)
 	for _, backend := range []string{"memory", "os", "postgres"} {
@@ -382,4 +412,21 @@ func BenchmarkPostgresReplicas(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkHTTPWriters32 runs 32 clients at once over Streamable HTTP on one os store (no
+// tenants), each changing files of its own: creates, edits and deletes, every one durable
+// before it is acknowledged. It reports changes/s; every call must succeed.
+func BenchmarkHTTPWriters32(b *testing.B) {
+	p := startHTTPBench(b, "-root", filepath.Join(b.TempDir(), "m"), "-max-inflight", "256")
+	var round atomic.Int64
+	benchHTTPClients(b, []string{p}, 32, func(i int) []mcp.CallToolParams {
+		file := fmt.Sprintf("/memories/w%02d-%d.md", i, round.Add(1))
+		return []mcp.CallToolParams{
+			{Name: "memory_create", Arguments: map[string]any{"path": file, "file_text": "# notes\n"}},
+			{Name: "memory_str_replace", Arguments: map[string]any{"path": file, "old_str": "notes", "new_str": "NOTES"}},
+			{Name: "memory_insert", Arguments: map[string]any{"path": file, "insert_line": 1, "insert_text": "- fact"}},
+			{Name: "memory_delete", Arguments: map[string]any{"path": file}},
+		}
+	})
 }

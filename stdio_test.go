@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // stdioBatch is a client that writes its requests and closes stdin at once: an initialize,
@@ -148,5 +152,154 @@ func TestStdioHugeNumbers(t *testing.T) {
 	want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Error: Invalid ` + "`view_range`" + `. It should be a list of two integers."}],"isError":true}}`
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("got\n%s\nwant a line\n%s", out.String(), want)
+	}
+}
+
+// A tool call goes straight to its handler, skipping mcp-go's dispatch (server.direct);
+// every response must be byte for byte what mcp-go's way gives, which a call with _meta
+// still takes.
+func TestStdioDirectCallsAnswerAsMCPGo(t *testing.T) {
+	calls := []string{
+		`{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"one\ntwo <&> \"q\" \u00e9\n"}}`,
+		`{"name":"memory_view","arguments":{"path":"/memories/a.md"}}`,
+		`{"name":"memory_view","arguments":{"path":"/memories"}}`,
+		`{"name":"memory_str_replace","arguments":{"path":"/memories/a.md","old_str":"two","new_str":"2"}}`,
+		`{"name":"memory_insert","arguments":{"path":"/memories/a.md","insert_line":1,"insert_text":"x"}}`,
+		`{"name":"memory_rename","arguments":{"old_path":"/memories/a.md","new_path":"/memories/b.md"}}`,
+		`{"name":"memory_view","arguments":{"path":"/memories/nope.md"}}`,
+		`{"name":"memory_view","arguments":{}}`,
+		`{"name":"memory_view"}`,
+		`{"name":"memory_view","arguments":null}`,
+		`{"name":"memory_view","arguments":[1]}`,
+		`{"name":"memory_create","arguments":{"path":"/etc/passwd","file_text":"x"}}`,
+		`{"name":"no_such_tool","arguments":{}}`,
+		`{"name":"memory_delete","arguments":{"path":"/memories/b.md"}}`,
+	}
+	answers := func(viaMCPGo bool) []string {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		var errOut syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(context.Background(), []string{"-backend", "memory"}, func(string) string { return "" }, inR, outW, &errOut)
+			outW.Close()
+		}()
+		lines := make(chan string, 100)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(outR)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		// One call at a time: each is sent once the one before is answered (notifications
+		// the server sends meanwhile are skipped).
+		roundTrip := func(req string) string {
+			if _, err := io.WriteString(inW, req+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			for line := range lines {
+				if strings.Contains(line, `"id":`) {
+					return line
+				}
+			}
+			t.Fatalf("no answer: %s", errOut.String())
+			return ""
+		}
+		roundTrip(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+		got := make([]string, len(calls))
+		for i, c := range calls {
+			if viaMCPGo {
+				c = strings.Replace(c, "{", `{"_meta":{"progressToken":"p"},`, 1)
+			}
+			got[i] = roundTrip(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, i+1, c))
+		}
+		inW.Close()
+		if code := <-done; code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		return got
+	}
+	direct, mcpgo := answers(false), answers(true)
+	for i := range calls {
+		if direct[i] == "" || direct[i] != mcpgo[i] {
+			t.Errorf("call %s:\ndirect: %s\nmcp-go: %s", calls[i], direct[i], mcpgo[i])
+		}
+	}
+}
+
+// A tool call that waits (here for the storage lock, held by another process) passes the
+// reading of stdin on: the next request is answered meanwhile, and notifications/cancelled
+// ends the waiting call at once, with a tool error, long before its timeout.
+func TestStdioCancelAndReadWhileACallWaits(t *testing.T) {
+	root := t.TempDir()
+	lock, err := vfs.NewOSFs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"-root", root, "-call-timeout", "2m"}, func(string) string { return "" }, inR, outW, &errOut)
+		outW.Close()
+	}()
+	answers := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"id":`) {
+				answers <- sc.Text()
+			}
+		}
+		close(answers)
+	}()
+	send := func(line string) {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await := func(id string) string {
+		select {
+		case a := <-answers:
+			if !strings.Contains(a, `"id":`+id+`,`) {
+				t.Fatalf("got %s, want the answer to %s", a, id)
+			}
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer to %s: %s", id, errOut.String())
+		}
+		return ""
+	}
+	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	await("0")
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	if _, err := lock.LockStorage(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
+	time.Sleep(300 * time.Millisecond)
+	send(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`)
+	await("8") // while 7 waits
+	start := time.Now()
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user gave up"}}`)
+	a := await("7")
+	if !strings.Contains(a, `"isError":true`) {
+		t.Errorf("the cancelled call's answer: %s", a)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the cancelled call ended %v after the cancellation", d)
+	}
+	lock.UnlockStorage()
+	if _, err := os.Stat(filepath.Join(root, "a.md")); err == nil {
+		t.Error("the cancelled create happened")
+	}
+	inW.Close()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 }

@@ -57,6 +57,9 @@ type Server struct {
 	authFailures   zerolog.Logger                // sampled: a flood of bad tokens writes a few lines a second
 	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
 	notify         *notifier                     // resource notifications
+	// toolHandlers are the tools' handlers by name, for the stdio loop's direct way to a
+	// tool call (see callDirect).
+	toolHandlers map[string]mcpserver.ToolHandlerFunc
 }
 
 // New builds the server over the given handlers.
@@ -112,8 +115,11 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	if cfg.Tools == ToolsSingle {
 		defs = []toolDef{singleTool()}
 	}
+	s.toolHandlers = map[string]mcpserver.ToolHandlerFunc{}
 	for _, d := range defs {
-		s.mcp.AddTool(d.tool, s.toolHandler(d.tool.Name, d.command))
+		h := s.toolHandler(d.tool.Name, d.command)
+		s.mcp.AddTool(d.tool, h)
+		s.toolHandlers[d.tool.Name] = h
 	}
 	text := cfg.Instructions
 	if text == "" {

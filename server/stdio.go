@@ -60,61 +60,192 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 		}
 	}()
 
-	lines := make(chan []byte)
-	readDone := make(chan error, 1)
-	go func() { readDone <- readLines(in, maxLine, lines, w) }()
-
-	var running sync.WaitGroup
-	slots := make(chan struct{}, maxStdioRequests)
-read:
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				break read
-			}
-			s.dispatch(reqCtx, listenCtx, line, w, &running, slots)
-		case <-ctx.Done():
-			break read
-		}
+	l := &stdioLoop{s: s, w: w, reqCtx: reqCtx, listenCtx: listenCtx, stopCtx: ctx, token: make(chan struct{}, 1), cancels: map[string]context.CancelFunc{},
+		r: bufio.NewReaderSize(in, 64<<10), maxLine: maxLine, inputDone: make(chan struct{}), idleNow: make(chan struct{})}
+	l.workers = 1
+	l.token <- struct{}{}
+	go l.work()
+	select {
+	case <-l.inputDone:
+	case <-ctx.Done():
 	}
 	cancelListen()
 	if ctx.Err() != nil {
 		s.log.Info().Msg("stopping: letting running calls finish")
 	}
-	done := make(chan struct{})
-	go func() { running.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(ShutdownTimeout):
-		s.log.Warn().Msg("calls still running after the shutdown timeout; stopping anyway")
-		cancelRequests()
+	l.mu.Lock()
+	l.stopped = true
+	idle := l.running == 0
+	l.mu.Unlock()
+	if !idle {
 		select {
-		case <-done:
-		case <-time.After(time.Second):
+		case <-l.idleNow:
+		case <-time.After(ShutdownTimeout):
+			s.log.Warn().Msg("calls still running after the shutdown timeout; stopping anyway")
+			cancelRequests()
+			select {
+			case <-l.idleNow:
+			case <-time.After(time.Second):
+			}
 		}
 	}
 	select {
-	case err := <-readDone:
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
+	case <-l.inputDone:
+		if l.readErr != nil && !errors.Is(l.readErr, io.EOF) {
+			return l.readErr
 		}
 	default: // stopped by ctx while a read is pending: it ends with the process
 	}
 	return nil
 }
 
-// readLines sends each line of in to lines and closes it at the end of in. A line over
-// maxLine bytes is skipped, with an error response (its id is unknown: null).
-func readLines(in io.Reader, maxLine int64, lines chan<- []byte, w *stdioWriter) error {
-	defer close(lines)
-	r := bufio.NewReaderSize(in, 64<<10)
+// stdioLoop serves the lines of one stdio client with a pool of workers that take turns
+// at reading (leader and followers). The worker that reads a request serves it itself, on
+// the goroutine that read it, with no hand-off on its way; should serving take longer than
+// handoffAfter, the reading passes to another worker (an idle one, or a new one up to
+// maxStdioRequests), so that the next line (a cancellation, another call) is read at once.
+// A call that ends sooner keeps the reading, and no goroutine is woken for it. Workers
+// live as long as the input, so their stacks have grown already.
+type stdioLoop struct {
+	s                          *Server
+	w                          *stdioWriter
+	reqCtx, listenCtx, stopCtx context.Context
+
+	// token is the right to read, held by one worker at a time: the leader.
+	token   chan struct{}
+	r       *bufio.Reader
+	maxLine int64
+	eof     bool // guarded by token
+
+	inputDone chan struct{} // closed when the input ended; readErr says how
+	readErr   error
+
+	mu      sync.Mutex // guards the fields below
+	cancels map[string]context.CancelFunc // direct calls running, by id (notifications/cancelled)
+	workers int
+	idle    int // workers waiting for the token
+	running int // requests being served
+	stopped bool
+	idleNow chan struct{} // closed when running falls to 0 after stopped
+}
+
+// handoffAfter is how long a call keeps the reading before passing it on.
+const handoffAfter = 200 * time.Microsecond
+
+// passToken hands the reading on: to an idle worker, or to a new one when none is idle and
+// the pool is not full (else the first worker to finish takes it).
+func (l *stdioLoop) passToken() {
+	l.mu.Lock()
+	if l.idle == 0 && l.workers < maxStdioRequests {
+		l.workers++
+		go l.work()
+	}
+	l.mu.Unlock()
+	l.token <- struct{}{}
+}
+
+func (l *stdioLoop) work() {
+	handoff := time.AfterFunc(time.Hour, l.passToken)
+	handoff.Stop()
+	leading := false
+	for {
+		if !leading {
+			l.mu.Lock()
+			l.idle++
+			l.mu.Unlock()
+			<-l.token
+			l.mu.Lock()
+			l.idle--
+			l.mu.Unlock()
+			leading = true
+		}
+		if l.eof {
+			l.token <- struct{}{} // for the next worker, which ends too
+			return
+		}
+		line, err := l.next()
+		if err != nil {
+			l.eof, l.readErr = true, err
+			close(l.inputDone)
+			l.token <- struct{}{}
+			return
+		}
+		if l.stopCtx.Err() != nil {
+			continue // stopping: nothing new starts
+		}
+		var req stdioRequest
+		if !l.s.parse(line, &req, l.w) {
+			continue
+		}
+		switch {
+		case len(req.ID) == 0 || string(req.ID) == "null":
+			// A notification, served before the next line is read, in order.
+			if req.Method == string(mcp.MethodNotificationCancelled) {
+				l.cancel(req.Params.RequestID)
+			}
+			l.s.handle(l.reqCtx, line, req.Method)
+			continue
+		case req.Method == string(mcp.MethodSubscriptionsListen):
+			go func() { l.w.write(l.s.handle(l.listenCtx, line, req.Method)) }()
+			continue
+		}
+		l.mu.Lock()
+		stopped := l.stopped
+		if !stopped {
+			l.running++
+		}
+		l.mu.Unlock()
+		if stopped {
+			continue
+		}
+		handoff.Reset(handoffAfter)
+		l.serve(line, &req)
+		// Stop fails once passToken ran (or runs): the reading is someone else's then.
+		leading = handoff.Stop()
+		l.mu.Lock()
+		if l.running--; l.running == 0 && l.stopped {
+			close(l.idleNow)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// serve answers one request.
+func (l *stdioLoop) serve(line []byte, req *stdioRequest) {
+	if handler, ok := l.s.direct(l.reqCtx, req); ok {
+		ctx, cancel := context.WithCancel(l.reqCtx)
+		id := string(bytes.TrimSpace(req.ID))
+		l.mu.Lock()
+		l.cancels[id] = cancel
+		l.mu.Unlock()
+		l.w.writeRaw(l.s.callDirect(ctx, handler, req, line))
+		l.mu.Lock()
+		delete(l.cancels, id)
+		l.mu.Unlock()
+		cancel()
+		return
+	}
+	l.w.write(l.s.handle(l.reqCtx, line, req.Method))
+}
+
+// cancel cancels the direct call with the given id, if one runs.
+func (l *stdioLoop) cancel(id json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cancel, ok := l.cancels[string(bytes.TrimSpace(id))]; ok {
+		cancel()
+	}
+}
+
+// next reads the next non-blank line. A line over maxLine bytes is skipped, with an error
+// response (its id is unknown: null).
+func (l *stdioLoop) next() ([]byte, error) {
 	var buf []byte
 	tooLong := false
 	for {
-		chunk, err := r.ReadSlice('\n')
+		chunk, err := l.r.ReadSlice('\n')
 		if !tooLong {
-			if int64(len(buf)+len(chunk)) > maxLine && maxLine > 0 {
+			if int64(len(buf)+len(chunk)) > l.maxLine && l.maxLine > 0 {
 				tooLong, buf = true, nil
 			} else {
 				buf = append(buf, chunk...)
@@ -125,47 +256,114 @@ func readLines(in io.Reader, maxLine int64, lines chan<- []byte, w *stdioWriter)
 		}
 		if tooLong {
 			if err == nil || len(chunk) > 0 {
-				w.write(errorResponse(nil, mcp.INVALID_REQUEST, fmt.Sprintf("Request too large: the limit is %d bytes", maxLine)))
+				l.w.write(errorResponse(nil, mcp.INVALID_REQUEST, fmt.Sprintf("Request too large: the limit is %d bytes", l.maxLine)))
 			}
 		} else if len(bytes.TrimSpace(buf)) > 0 {
-			lines <- buf
+			return buf, nil
 		}
 		buf, tooLong = nil, false
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 }
 
-// dispatch serves one line: a request on its own goroutine (at most maxStdioRequests at
-// once), a notification inline, a response to a request of ours (we send none) not at all.
-func (s *Server) dispatch(reqCtx, listenCtx context.Context, line []byte, w *stdioWriter, running *sync.WaitGroup, slots chan struct{}) {
-	var head struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+// parse decodes a line into req, answering a line that is no JSON with a parse error. It
+// reports whether the line is a message to serve (a response to a request of ours, which
+// we never send, is not).
+func (s *Server) parse(line []byte, req *stdioRequest, w *stdioWriter) bool {
+	if err := json.Unmarshal(line, req); err != nil {
+		// Arguments that do not decode as they are (a number beyond a float64's range):
+		// the head alone, and mcp-go's way.
+		*req = stdioRequest{}
+		var h struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := json.Unmarshal(line, &h); err != nil {
+			w.write(errorResponse(nil, mcp.PARSE_ERROR, "Parse error"))
+			return false
+		}
+		req.ID, req.Method = h.ID, h.Method
 	}
-	if err := json.Unmarshal(line, &head); err != nil {
-		w.write(errorResponse(nil, mcp.PARSE_ERROR, "Parse error"))
-		return
+	return req.Method != ""
+}
+
+// stdioRequest is a message as the stdio loop decodes it: once, arguments included, so
+// that a tool call goes to its handler without mcp-go decoding the line four more times.
+type stdioRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Task      json.RawMessage `json:"task"`
+		Meta      json.RawMessage `json:"_meta"`
+		RequestID json.RawMessage `json:"requestId"` // of notifications/cancelled
+	} `json:"params"`
+}
+
+// direct returns the handler of a tool call that can skip mcp-go's dispatch: a tools/call
+// of one of our tools, with arguments that are an object, in a session opened by
+// initialize, without _meta (a 2026-era request carries its protocol there, which mcp-go
+// checks), not run as a task. mcp-go's dispatch adds nothing else to such a call (no hooks
+// or filters are set for tools) but its cancellation, which the stdio loop does for it;
+// anything else takes mcp-go's way.
+func (s *Server) direct(ctx context.Context, req *stdioRequest) (mcpserver.ToolHandlerFunc, bool) {
+	if req.Method != string(mcp.MethodToolsCall) || req.JSONRPC != mcp.JSONRPC_VERSION ||
+		len(req.Params.Task) > 0 || len(req.Params.Meta) > 0 {
+		return nil, false
 	}
-	if head.Method == "" {
-		return
+	if a := bytes.TrimSpace(req.Params.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+		return nil, false
 	}
-	if len(head.ID) == 0 || string(head.ID) == "null" {
-		s.handle(reqCtx, line, head.Method)
-		return
+	if sess := mcpserver.ClientSessionFromContext(ctx); sess == nil || !sess.Initialized() {
+		return nil, false
 	}
-	if head.Method == string(mcp.MethodSubscriptionsListen) {
-		go func() { w.write(s.handle(listenCtx, line, head.Method)) }()
-		return
-	}
-	running.Add(1)
-	slots <- struct{}{}
-	go func() {
-		defer running.Done()
-		defer func() { <-slots }()
-		w.write(s.handle(reqCtx, line, head.Method))
+	h, ok := s.toolHandlers[req.Params.Name]
+	return h, ok
+}
+
+// callDirect runs a tool call on its handler and returns the response line, as mcp-go
+// would write it.
+func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFunc, req *stdioRequest, line []byte) (resp []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error().Interface("panic", r).Str("method", req.Method).Msg("panic while handling a message")
+			resp = append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
+			resp = append(resp, `,"error":{"code":-32603,"message":"internal error"}}`...)
+		}
 	}()
+	var args map[string]any
+	if len(req.Params.Arguments) > 0 {
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			// Not decodable as mcp-go decodes it: mcp-go's way, for its error.
+			resp, _ = json.Marshal(s.handle(ctx, line, req.Method))
+			return resp
+		}
+	}
+	call := mcp.CallToolRequest{}
+	call.Method = req.Method
+	call.Params.Name = req.Params.Name
+	call.Params.Arguments = args
+	result, err := handler(ctx, call)
+	if err != nil || result == nil {
+		// Our handlers never fail this way; should one, mcp-go's way decides the answer.
+		resp, _ = json.Marshal(s.handle(ctx, line, req.Method))
+		return resp
+	}
+	body, err := json.Marshal(result)
+	if err != nil {
+		resp, _ = json.Marshal(s.handle(ctx, line, req.Method))
+		return resp
+	}
+	resp = make([]byte, 0, len(body)+len(req.ID)+40)
+	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
+	resp = append(resp, req.ID...)
+	resp = append(resp, `,"result":`...)
+	resp = append(resp, body...)
+	return append(resp, '}')
 }
 
 // handle runs one message through mcp-go, recovering a panic. A tools/call whose arguments
@@ -211,6 +409,17 @@ func (w *stdioWriter) write(msg any) {
 	}
 	data, err := json.Marshal(msg)
 	if err != nil {
+		return
+	}
+	data = append(data, '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out.Write(data)
+}
+
+// writeRaw writes one message already encoded.
+func (w *stdioWriter) writeRaw(data []byte) {
+	if len(data) == 0 {
 		return
 	}
 	data = append(data, '\n')
