@@ -120,7 +120,7 @@ type stdioLoop struct {
 	inputDone chan struct{} // closed when the input ended; readErr says how
 	readErr   error
 
-	mu      sync.Mutex // guards the fields below
+	mu      sync.Mutex                    // guards the fields below
 	cancels map[string]context.CancelFunc // direct calls running, by id (notifications/cancelled)
 	workers int
 	idle    int // workers waiting for the token
