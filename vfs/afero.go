@@ -146,24 +146,25 @@ func OpenOSStore(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := NewAferoStorage(osfs, opts...)
-	st.closers = append(st.closers, osfs)
-	store := NewStore(st)
-	if st.walOn() && walNeedsRecovery(osfs, st.history.wal.fs) {
-		// The machine crashed with changes in the write-ahead log: recover them now (the
-		// first change would), so that readers never see the files without them.
+	if d, ok := walFS(osfs); ok && !o.readOnly && walNeedsRecovery(osfs, d) {
+		// The machine crashed with changes in the write-ahead log: recover them now, with
+		// the history on whatever the options say, so that no reader sees the files
+		// without them.
+		rec := NewAferoStorage(osfs)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err := store.Update(ctx, func(tx *Tx) error {
+		err := NewStore(rec).Update(ctx, func(tx *Tx) error {
 			_, err := tx.t.(*aferoTx).History().(*historyTx).writer()
 			return err
 		})
+		cancel()
 		if err != nil {
-			st.Close()
+			osfs.Close()
 			return nil, fmt.Errorf("recover the write-ahead log: %w", err)
 		}
 	}
-	return store, nil
+	st := NewAferoStorage(osfs, opts...)
+	st.closers = append(st.closers, osfs)
+	return NewStore(st), nil
 }
 
 // OpenOverlayStore opens a copy-on-write store: lowerDir is read and never written; changes

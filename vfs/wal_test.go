@@ -293,3 +293,34 @@ func TestWALEdgeCases(t *testing.T) {
 		t.Errorf("recovery overwrote a hand edit: %q", b)
 	}
 }
+
+// A store opened without history after a machine crash still recovers what the log holds.
+func TestWALRecoversWithHistoryOff(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
+	}
+	dir := t.TempDir()
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), func(tx *Tx) error {
+		return tx.CreateFile(mustResolve(t, "/memories/a.md"), []byte("acknowledged"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(filepath.Join(dir, walName))
+	s.Close()
+	// The disk as a crash left it: the record, but not the file.
+	os.Remove(filepath.Join(dir, "a.md"))
+	wal = bytes.Replace(wal, []byte(`"boot":"`+bootID()+`"`), []byte(`"boot":"an earlier boot"`), 1)
+	os.WriteFile(filepath.Join(dir, walName), wal, 0o600)
+	r, err := OpenOSStore(dir, WithHistory(HistoryConfig{Off: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, err := os.ReadFile(filepath.Join(dir, "a.md")); string(b) != "acknowledged" {
+		t.Errorf("a.md after recovery: %q, %v", b, err)
+	}
+}

@@ -1,0 +1,104 @@
+// sidebyside.mjs measures memory-mcp against the reference filesystem MCP server
+// (@modelcontextprotocol/server-filesystem) with the same TypeScript client
+// (@modelcontextprotocol/sdk) over stdio: a 7-call mix per round on a file of its own
+// (create, view, str_replace, insert, list the directory, rename, view again), the
+// servers taking turns run by run, and the median of the runs for each. It prints calls/s
+// and the server's CPU time per call (Linux: /proc/PID/stat), and the ratios to
+// server-filesystem. server-filesystem never flushes; memory-mcp's os backend makes every
+// change durable before it answers.
+//
+//   npm install --prefix /tmp/sbs @modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/server-filesystem@2026.8.31
+//   GOEXPERIMENT=jsonv2 go build -o /tmp/memory-mcp .
+//   node scripts/sidebyside.mjs /tmp/sbs/node_modules /tmp/memory-mcp [runs=6] [rounds=300]
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const [modules, binary, runsArg, roundsArg] = process.argv.slice(2);
+if (!modules || !binary) {
+  console.error('usage: node scripts/sidebyside.mjs NODE_MODULES MEMORY_MCP_BINARY [runs] [rounds]');
+  process.exit(2);
+}
+const runs = Number(runsArg ?? 6), rounds = Number(roundsArg ?? 300);
+const sdk = (p) => import(path.join(modules, '@modelcontextprotocol/sdk/dist/esm', p));
+const { Client } = await sdk('client/index.js');
+const { StdioClientTransport } = await sdk('client/stdio.js');
+
+// cpuSeconds is the user and system CPU time a process has used so far.
+function cpuSeconds(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (100 Hz)
+}
+
+// servers: how to start each, and the mix in its tools.
+const servers = {
+  'server-filesystem': {
+    start: (dir) => ({ command: process.execPath, args: [path.join(modules, '@modelcontextprotocol/server-filesystem/dist/index.js'), dir] }),
+    mix: (dir, i) => {
+      const f = path.join(dir, `note-${i}.md`), g = path.join(dir, `moved-${i}.md`);
+      return [
+        ['write_file', { path: f, content: '# notes\nfirst line\n' }],
+        ['read_text_file', { path: f }],
+        ['edit_file', { path: f, edits: [{ oldText: 'first line', newText: 'first LINE' }] }],
+        ['edit_file', { path: f, edits: [{ oldText: '# notes', newText: '# notes\n- fact' }] }],
+        ['list_directory', { path: dir }],
+        ['move_file', { source: f, destination: g }],
+        ['read_text_file', { path: g }],
+      ];
+    },
+  },
+};
+for (const backend of ['os', 'memory']) {
+  servers[`memory-mcp ${backend}`] = {
+    start: (dir) => ({ command: binary, args: ['-log-level', 'error', ...(backend === 'os' ? ['-root', dir] : ['-backend', 'memory'])] }),
+    mix: (_dir, i) => {
+      const f = `/memories/note-${i}.md`, g = `/memories/moved-${i}.md`;
+      return [
+        ['memory_create', { path: f, file_text: '# notes\nfirst line\n' }],
+        ['memory_view', { path: f }],
+        ['memory_str_replace', { path: f, old_str: 'first line', new_str: 'first LINE' }],
+        ['memory_insert', { path: f, insert_line: 1, insert_text: '- fact' }],
+        ['memory_view', { path: '/memories' }],
+        ['memory_rename', { old_path: f, new_path: g }],
+        ['memory_view', { path: g }],
+      ];
+    },
+  };
+}
+
+async function measure(name) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sbs-'));
+  const s = servers[name];
+  const transport = new StdioClientTransport({ ...s.start(dir), env: { ...process.env, XDG_DATA_HOME: dir }, stderr: 'ignore' });
+  const client = new Client({ name: 'sidebyside', version: '1' });
+  await client.connect(transport);
+  const pid = transport.pid;
+  const cpu0 = cpuSeconds(pid), t0 = process.hrtime.bigint();
+  let calls = 0;
+  for (let i = 0; i < rounds; i++) {
+    for (const [tool, args] of s.mix(dir, i)) {
+      const res = await client.callTool({ name: tool, arguments: args });
+      if (res.isError) throw new Error(`${name} ${tool}: ${JSON.stringify(res.content)}`);
+      calls++;
+    }
+  }
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9, cpu = cpuSeconds(pid) - cpu0;
+  await client.close();
+  rmSync(dir, { recursive: true, force: true });
+  return { callsPerSec: calls / secs, cpuPerCallUs: (cpu / calls) * 1e6 };
+}
+
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
+const results = Object.fromEntries(Object.keys(servers).map((n) => [n, []]));
+for (let r = 0; r < runs; r++) {
+  for (const name of Object.keys(servers)) results[name].push(await measure(name));
+}
+const base = results['server-filesystem'];
+const baseRate = median(base.map((x) => x.callsPerSec)), baseCPU = median(base.map((x) => x.cpuPerCallUs));
+console.log(`${runs} runs of ${rounds} rounds × 7 calls, servers interleaved; medians`);
+console.log('server'.padEnd(20), 'calls/s'.padStart(9), 'ratio'.padStart(7), 'CPU µs/call'.padStart(12), 'ratio'.padStart(7));
+for (const [name, rs] of Object.entries(results)) {
+  const rate = median(rs.map((x) => x.callsPerSec)), cpu = median(rs.map((x) => x.cpuPerCallUs));
+  console.log(name.padEnd(20), rate.toFixed(0).padStart(9), (rate / baseRate).toFixed(2).padStart(7), cpu.toFixed(0).padStart(12), (cpu / baseCPU).toFixed(2).padStart(7));
+}
