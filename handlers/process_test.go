@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 		childRewrite()
 	case "history":
 		childHistory()
+	case "acked":
+		childAcked()
 	case "create":
 		res := childHandlers().Exec(context.Background(), map[string]any{"command": "create", "path": os.Getenv("MEMORY_MCP_TEST_PATH"), "file_text": "from another process"})
 		if res.IsError {

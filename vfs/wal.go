@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/afero"
 )
@@ -25,7 +26,7 @@ import (
 // written: the history log's own settle lines check a change cut short, as without the
 // log. What a crash of the machine leaves may lack any unflushed write, so the log is kept
 // until a checkpoint flushes the whole filesystem (syncfs) and empties it: when the log
-// grows past walMaxBytes or walMaxRecords, before the history is rewritten (pruning,
+// is older than walMaxAge or grows past walMaxBytes, before the history is rewritten (pruning,
 // redaction, import: a redacted content must not survive in the log), and when the store
 // is closed. The log's first line names the boot it was written in; a process that finds
 // records of another boot recovers (recoverWAL): the history regains the versions it
@@ -40,7 +41,10 @@ const (
 	walName       = historyDir + "/wal"
 	walFormat     = 1
 	walMaxBytes   = 64 << 20
-	walMaxRecords = 4096
+	// walMaxAge lets the kernel write the files back by itself first (Linux does within
+	// about 30 s), so that the checkpoint's flush finds little left to write and holds the
+	// store's lock only briefly.
+	walMaxAge = time.Minute
 )
 
 // durableFS is a filesystem on which the write-ahead log can run (OSFs on Linux).
@@ -86,6 +90,7 @@ type walContent struct {
 type walState struct {
 	fs      durableFS
 	records atomic.Int64 // appended since the last checkpoint, by this process
+	since   time.Time    // when this process saw the log start (or first appended to it)
 	due     bool
 }
 
@@ -132,7 +137,11 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine) error {
 			return err
 		}
 	}
-	if n := h.wal.records.Add(1); fi.Size()+int64(buf.Len()) > walMaxBytes || n >= walMaxRecords {
+	h.wal.records.Add(1)
+	if fi.Size() == 0 || h.wal.since.IsZero() {
+		h.wal.since = time.Now()
+	}
+	if fi.Size()+int64(buf.Len()) > walMaxBytes || time.Since(h.wal.since) >= walMaxAge {
 		h.wal.due = true
 	}
 	return nil
@@ -155,7 +164,7 @@ func (ht *historyTx) checkpoint(h *fileHistory) error {
 		return err
 	}
 	h.wal.records.Store(0)
-	h.wal.due = false
+	h.wal.due, h.wal.since = false, time.Time{}
 	return nil
 }
 
