@@ -38,9 +38,9 @@ import (
 // flush a filesystem at once (syncfs); elsewhere, and on the memory and overlay backends,
 // it is off and every change flushes its own files.
 const (
-	walName       = historyDir + "/wal"
-	walFormat     = 1
-	walMaxBytes   = 64 << 20
+	walName     = historyDir + "/wal"
+	walFormat   = 1
+	walMaxBytes = 64 << 20
 	// walMaxAge lets the kernel write the files back by itself first (Linux does within
 	// about 30 s), so that the checkpoint's flush finds little left to write and holds the
 	// store's lock only briefly.
