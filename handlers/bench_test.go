@@ -286,3 +286,53 @@ func BenchmarkTwoProcesses(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMemoryBackend50k renames and deletes one file, and renames a directory of 10
+// files, in a memory store of 50,000 files: each must cost what it moves, not what the
+// store holds. The history is off, so that its pruning passes (which read every version,
+// once per 1,000 changes) do not blur what the backend costs.
+func BenchmarkMemoryBackend50k(b *testing.B) {
+	s := vfs.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true}))
+	err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		for i := range 50_000 {
+			if err := tx.CreateFile(vfs.MustResolve(fmt.Sprintf("/memories/d%03d/f%d.md", i%500, i)), []byte("a memory")); err != nil {
+				return err
+			}
+		}
+		for i := range 10 {
+			if err := tx.CreateFile(vfs.MustResolve(fmt.Sprintf("/memories/ten/f%d.md", i)), []byte("a memory")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := handlers.New(s, handlers.DefaultLimits())
+	exec := func(b *testing.B, input map[string]any) {
+		if res := h.Exec(context.Background(), input); res.IsError {
+			b.Fatal(res.Text)
+		}
+	}
+	b.Run("rename-file", func(b *testing.B) {
+		for b.Loop() {
+			exec(b, map[string]any{"command": "rename", "old_path": "/memories/d001/f1.md", "new_path": "/memories/d001/g1.md"})
+			exec(b, map[string]any{"command": "rename", "old_path": "/memories/d001/g1.md", "new_path": "/memories/d001/f1.md"})
+		}
+	})
+	b.Run("rename-dir-of-10", func(b *testing.B) {
+		for b.Loop() {
+			exec(b, map[string]any{"command": "rename", "old_path": "/memories/ten", "new_path": "/memories/TEN"})
+			exec(b, map[string]any{"command": "rename", "old_path": "/memories/TEN", "new_path": "/memories/ten"})
+		}
+	})
+	b.Run("delete-file", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			exec(b, map[string]any{"command": "create", "path": "/memories/d002/doomed.md", "file_text": "x"})
+			b.StartTimer()
+			exec(b, map[string]any{"command": "delete", "path": "/memories/d002/doomed.md"})
+		}
+	})
+}

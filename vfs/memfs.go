@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"context"
+	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -186,7 +188,41 @@ func (m *MemFs) RemoveAll(name string) error {
 	if name == "/" {
 		return pathErr("removeall", name, syscall.EINVAL)
 	}
-	return m.fs.RemoveAll(name)
+	fi, err := m.stat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return m.removeTree(name, fi)
+}
+
+// removeTree removes name and what is below it, one entry at a time: MemMapFs's RemoveAll
+// scans every path in the filesystem, which made a delete cost O(files in the store).
+func (m *MemFs) removeTree(name string, fi os.FileInfo) error {
+	if fi.IsDir() {
+		children, err := m.children(name)
+		if err != nil {
+			return err
+		}
+		for _, c := range children {
+			if err := m.removeTree(path.Join(name, c.Name()), c); err != nil {
+				return err
+			}
+		}
+	}
+	return m.fs.Remove(name)
+}
+
+// children lists the directory name. Callers hold mu.
+func (m *MemFs) children(name string) ([]os.FileInfo, error) {
+	d, err := m.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdir(-1)
 }
 
 // Rename moves a file or directory. An existing file at newname is replaced by a file; an
@@ -225,7 +261,54 @@ func (m *MemFs) rename(oldname, newname string, noReplace bool) error {
 			return pathErr("rename", newname, syscall.ENOTDIR)
 		}
 	}
-	return m.fs.Rename(oldname, newname)
+	return m.move(oldname, newname, src)
+}
+
+// move moves the entry oldname, described by fi, to newname, one entry at a time: a file
+// is written anew (keeping its mode and time) and the old one removed, a directory made
+// anew, its entries moved, and the old one removed. MemMapFs's Rename scans every path in
+// the filesystem for descendants, even for a file, which made a rename cost O(files in the
+// store); this costs O(entries moved). Callers hold mu, and the checks are done.
+func (m *MemFs) move(oldname, newname string, fi os.FileInfo) error {
+	if fi.IsDir() {
+		children, err := m.children(oldname)
+		if err != nil {
+			return err
+		}
+		if err := m.fs.Mkdir(newname, fi.Mode().Perm()); err != nil {
+			return err
+		}
+		for _, c := range children {
+			if err := m.move(path.Join(oldname, c.Name()), path.Join(newname, c.Name()), c); err != nil {
+				return err
+			}
+		}
+	} else {
+		src, err := m.fs.Open(oldname)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(src)
+		src.Close()
+		if err != nil {
+			return err
+		}
+		dst, err := m.fs.OpenFile(newname, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fi.Mode().Perm())
+		if err != nil {
+			return err
+		}
+		_, err = dst.Write(data)
+		if cerr := dst.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := m.fs.Chtimes(newname, fi.ModTime(), fi.ModTime()); err != nil {
+		return err
+	}
+	return m.fs.Remove(oldname)
 }
 
 // WriteFileAtomic replaces (or, with noReplace, creates) the file at name in one step under
