@@ -65,6 +65,7 @@ type fileHistory struct {
 	lastGroup uint64
 	sizes     map[Digest]int64 // contents the versions name (kept in historyObjects) → size
 	bytes     int64            // their total
+	oldest    time.Time        // the time of the oldest version
 	dirsMade  bool
 	appended  int // versions appended since the last pruning pass
 	lastPrune time.Time
@@ -80,6 +81,9 @@ func (h *fileHistory) reset() {
 func (h *fileHistory) fold(vs []Version) {
 	for i := range vs {
 		v := &vs[i]
+		if h.oldest.IsZero() || v.Time.Before(h.oldest) {
+			h.oldest = v.Time
+		}
 		for _, c := range v.contents() {
 			if _, ok := h.sizes[c.sum]; !ok && !c.sum.IsZero() {
 				h.sizes[c.sum] = c.size
@@ -674,8 +678,14 @@ func (ht *historyTx) afterCommit() {
 		ht.checkpoint(h) // failing, it stays due
 	}
 	now := h.cfg.now()
-	due := h.lastPrune.IsZero() || h.appended >= pruneEvery || now.Sub(h.lastPrune) >= pruneInterval ||
-		h.cfg.MaxBytes > 0 && h.bytes > h.cfg.MaxBytes && h.appended >= pruneEvery/100
+	// Between the passes at start and every pruneInterval, a pass every pruneEvery versions
+	// runs only when it may drop something: it reads every version, which at 50,000 of
+	// them costs more than the thousand changes it follows.
+	overBudget := h.cfg.MaxBytes > 0 && h.bytes > h.cfg.MaxBytes
+	mayPrune := overBudget || h.cfg.MaxVersions > 0 ||
+		h.cfg.MaxAge > 0 && !h.oldest.IsZero() && now.Sub(h.oldest) > h.cfg.MaxAge
+	due := h.lastPrune.IsZero() || now.Sub(h.lastPrune) >= pruneInterval ||
+		mayPrune && h.appended >= pruneEvery || overBudget && h.appended >= pruneEvery/100
 	if !due {
 		return
 	}

@@ -3,9 +3,11 @@ package vfs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A crash between announcing an operation and settling it leaves a group without its settle
@@ -87,5 +89,44 @@ func TestHistoryUnsettledGroup(t *testing.T) {
 				t.Errorf("the open group was not settled:\n%s", data)
 			}
 		})
+	}
+}
+
+// Between the hourly passes, pruning reads the versions every 1,000 changes only when it may
+// drop something: versions past MaxAge go within 1,000 changes, and a history with nothing
+// to prune is not read again for them.
+func TestPruneEvery1000OnlyWhenDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s := NewMemoryStore(WithHistory(HistoryConfig{MaxAge: 30 * time.Minute, Now: clock}))
+	ctx := context.Background()
+	write := func(name, text string) {
+		p := mustResolve(t, "/memories/"+name)
+		if err := s.Update(ctx, func(tx *Tx) error {
+			if _, err := tx.Stat(p); err == nil {
+				return tx.WriteFile(p, []byte(text))
+			}
+			return tx.CreateFile(p, []byte(text))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("old.md", "1") // the first change's pass
+	write("old.md", "2")
+	h := s.Storage().(*AferoStorage).history
+	for i := range pruneEvery {
+		write("a.md", fmt.Sprint(i))
+	}
+	if h.appended < pruneEvery { // a pass starts the count again
+		t.Errorf("a pass ran within %d changes with nothing old enough to prune", pruneEvery)
+	}
+	now = now.Add(40 * time.Minute) // older than MaxAge, within the hour
+	for i := range pruneEvery {
+		write("a.md", fmt.Sprint("x", i))
+	}
+	for _, v := range versionsOf(t, s) {
+		if v.Path == "/memories/old.md" && v.Seq == 1 {
+			t.Errorf("version 1 of old.md, 40 minutes old, is still there after %d changes", pruneEvery)
+		}
 	}
 }
