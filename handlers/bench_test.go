@@ -336,3 +336,33 @@ func BenchmarkMemoryBackend50k(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDurableChange creates and edits small files in an os store, durable both ways:
+// with the write-ahead log (one flush per change, the default on Linux) and with every
+// change flushing its own files (vfs.FlushEachChange, the way elsewhere).
+func BenchmarkDurableChange(b *testing.B) {
+	for _, way := range []struct {
+		name string
+		opts []vfs.Option
+	}{{"write-ahead-log", nil}, {"flush-each-change", []vfs.Option{vfs.FlushEachChange()}}} {
+		s, err := vfs.OpenOSStore(b.TempDir(), way.opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h := handlers.New(s, handlers.DefaultLimits())
+		i := 0 // outlives the closure: -count runs it again on the same store
+		b.Run(way.name, func(b *testing.B) {
+			for b.Loop() {
+				i++
+				p := fmt.Sprintf("/memories/d%d/%d.md", i%10, i)
+				if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": p, "file_text": "a new memory"}); res.IsError {
+					b.Fatal(res.Text)
+				}
+				if res := h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": "new", "new_str": "newer"}); res.IsError {
+					b.Fatal(res.Text)
+				}
+			}
+		})
+		s.Close()
+	}
+}
