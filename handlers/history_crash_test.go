@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -59,7 +58,7 @@ func TestHistoryCrashConsistency(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	changes := 0
 	for round := 0; round < 50; round++ {
-		cmd := startReady(t, "history", dir)
+		cmd, _ := startReady(t, "history", dir)
 		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
@@ -200,18 +199,7 @@ func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	acked := 0
 	for round := 0; round < 50; round++ {
-		cmd := child(t, "acked", dir, fmt.Sprintf("MEMORY_MCP_TEST_ID=%d", round))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := bufio.NewScanner(out)
-		if !lines.Scan() || lines.Text() != "ready" {
-			t.Fatalf("round %d: the child did not start", round)
-		}
+		cmd, lines := startReady(t, "acked", dir, fmt.Sprintf("MEMORY_MCP_TEST_ID=%d", round))
 		var paths []string
 		read := make(chan struct{})
 		go func() {

@@ -100,10 +100,11 @@ func child(t *testing.T, job, dir string, env ...string) *exec.Cmd {
 	return cmd
 }
 
-// startReady starts a child that runs job until it is killed, once it says it is ready.
-func startReady(t *testing.T, job, dir string) *exec.Cmd {
+// startReady starts a child that runs job until it is killed, once it says it is ready;
+// the scanner reads the lines it writes after that.
+func startReady(t *testing.T, job, dir string, env ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd := child(t, job, dir)
+	cmd := child(t, job, dir, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +112,11 @@ func startReady(t *testing.T, job, dir string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("child did not start: %q %v", line, err)
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("child did not start: %q %v", lines.Text(), lines.Err())
 	}
-	return cmd
+	return cmd, lines
 }
 
 // Two processes on one OS store, each making 200 read-modify-write edits of one file:
@@ -172,7 +174,7 @@ func TestCrashWhileRewriting(t *testing.T) {
 	wantListing := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n768.0K\t/memories\n256.0K\t/memories/f0.txt\n256.0K\t/memories/f1.txt\n256.0K\t/memories/f2.txt"
 	leftovers := 0
 	for round := 0; round < 50; round++ {
-		cmd := startReady(t, "rewrite", dir)
+		cmd, _ := startReady(t, "rewrite", dir)
 		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()

@@ -328,17 +328,20 @@ func (s *Server) direct(ctx context.Context, req *stdioRequest) (mcpserver.ToolH
 // callDirect runs a tool call on its handler and returns the response line, as mcp-go
 // would write it.
 func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFunc, req *stdioRequest, line []byte) (resp []byte) {
+	internalError := func() []byte {
+		resp := append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
+		return append(resp, `,"error":{"code":-32603,"message":"internal error"}}`...)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error().Interface("panic", r).Str("method", req.Method).Msg("panic while handling a message")
-			resp = append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
-			resp = append(resp, `,"error":{"code":-32603,"message":"internal error"}}`...)
+			resp = internalError()
 		}
 	}()
 	var args map[string]any
 	if len(req.Params.Arguments) > 0 {
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-			// Not decodable as mcp-go decodes it: mcp-go's way, for its error.
+			// Not decodable as mcp-go decodes it: mcp-go's way, for its error (nothing ran).
 			resp, _ = json.Marshal(s.handle(ctx, line, req.Method))
 			return resp
 		}
@@ -349,14 +352,14 @@ func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFu
 	call.Params.Arguments = args
 	result, err := handler(ctx, call)
 	if err != nil || result == nil {
-		// Our handlers never fail this way; should one, mcp-go's way decides the answer.
-		resp, _ = json.Marshal(s.handle(ctx, line, req.Method))
-		return resp
+		// Our handlers turn every failure into a result; this is never reached, and the
+		// call must not run twice.
+		s.log.Error().Err(err).Str("tool", req.Params.Name).Msg("a tool handler gave no result")
+		return internalError()
 	}
 	body, err := json.Marshal(result)
 	if err != nil {
-		resp, _ = json.Marshal(s.handle(ctx, line, req.Method))
-		return resp
+		return internalError()
 	}
 	resp = make([]byte, 0, len(body)+len(req.ID)+40)
 	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
@@ -411,10 +414,7 @@ func (w *stdioWriter) write(msg any) {
 	if err != nil {
 		return
 	}
-	data = append(data, '\n')
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.out.Write(data)
+	w.writeRaw(data)
 }
 
 // writeRaw writes one message already encoded.

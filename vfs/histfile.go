@@ -147,28 +147,32 @@ func (ht *historyTx) load(h *fileHistory) error {
 			return err
 		}
 	}
-	// What another process appended is read from where this one stopped: the header
-	// first, to tell whether the log is still the copy this process read.
+	// What another process appended is read from where this one stopped, with the header
+	// to tell whether the log is still the copy this process read (one open for both).
 	var from int64
+	var data []byte
 	if h.loaded && h.offset > 0 {
-		head, size, err := readHead(ht.fs(), historyLogName, h.offset)
+		head, tail, err := readHeadAndTail(ht.fs(), historyLogName, h.offset, h.offset)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		var s logScan
 		s.scan(head, 0, true)
-		if err == nil && s.epoch == h.epoch && size >= h.offset {
-			from = h.offset
+		if err == nil && s.epoch == h.epoch && tail != nil {
+			from, data = h.offset, tail
 		}
 	}
-	data, err := readFrom(ht.fs(), historyLogName, from)
-	if errors.Is(err, fs.ErrNotExist) {
-		h.reset()
-		h.loaded = true
-		return nil
-	}
-	if err != nil {
-		return err
+	if from == 0 {
+		var err error
+		data, err = readAll(ht.fs(), historyLogName)
+		if errors.Is(err, fs.ErrNotExist) {
+			h.reset()
+			h.loaded = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 	var s logScan
 	if from == 0 {
@@ -325,17 +329,39 @@ func (ht *historyTx) holds(p string, d Digest) bool {
 
 // appendLines appends lines to the log (creating it with its header), flushing it with
 // sync. A failure leaves h to be loaded again, which cuts off a torn line.
-func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (err error) {
-	defer func() {
-		if err != nil {
-			h.loaded = false
-		}
-	}()
-	if err := ht.makeDirs(h); err != nil {
+func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) error {
+	var flush func(afero.File) error
+	if sync {
+		flush = afero.File.Sync
+	}
+	header := func() any {
+		h.offset, h.epoch = 0, newEpoch()
+		return logLine{History: historyFormat, Epoch: h.epoch}
+	}
+	values := make([]any, len(lines))
+	for i := range lines {
+		values[i] = &lines[i]
+	}
+	_, written, err := ht.appendJSON(h, historyLogName, flush, header, values...)
+	if err != nil {
+		h.loaded = false
 		return err
 	}
+	h.offset += written
+	ht.wrote = true
+	return nil
+}
+
+// appendJSON appends values, one JSON line each, to the bookkeeping file name, creating
+// it (and the history's directories, should they have gone) with header's line first, and
+// flushes it with flush when given. It returns the file's size before and the bytes
+// written.
+func (ht *historyTx) appendJSON(h *fileHistory, name string, flush func(afero.File) error, header func() any, values ...any) (before, written int64, err error) {
+	if err := ht.makeDirs(h); err != nil {
+		return 0, 0, err
+	}
 	open := func() (afero.File, error) {
-		return ht.fs().OpenFile(historyLogName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		return ht.fs().OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	}
 	f, err := open()
 	if errors.Is(err, fs.ErrNotExist) {
@@ -347,45 +373,43 @@ func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (e
 		}
 	}
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return err
+		return 0, 0, err
 	}
-	if fi.Size() == 0 {
-		h.offset, h.epoch = 0, newEpoch()
-		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch}}, lines...)
-	}
+	before = fi.Size()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	for i := range lines {
-		if err := enc.Encode(&lines[i]); err != nil {
+	if before == 0 {
+		values = append([]any{header()}, values...)
+	}
+	for _, v := range values {
+		if err := enc.Encode(v); err != nil {
 			f.Close()
-			return err
+			return 0, 0, err
 		}
 	}
 	_, err = f.Write(buf.Bytes())
-	if err == nil && sync {
-		err = f.Sync()
+	if err == nil && flush != nil {
+		err = flush(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	if h.offset == 0 {
-		// A new log: its directory entry must last too.
+	if before == 0 {
+		// A new file: its directory entry must last too.
 		if err := ht.fs().SyncDir(historyDir); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
-	h.offset += int64(buf.Len())
-	ht.wrote = true
-	return nil
+	return before, int64(buf.Len()), nil
 }
 
 func newEpoch() string {
@@ -730,40 +754,31 @@ func (ht *historyTx) afterCommit() {
 	}
 }
 
-// readHead reads the first line of the regular file name (at most limit bytes, and
-// never more than 4 KiB), and tells its size.
-func readHead(fsys FS, name string, limit int64) ([]byte, int64, error) {
+// readHeadAndTail reads, with one open of the regular file name, its first line (at most
+// limit bytes, and never more than 4 KiB) and, unless from is negative, all from offset
+// from on (nil when the file is shorter than that).
+func readHeadAndTail(fsys FS, name string, limit, from int64) (head, tail []byte, err error) {
 	f, err := fsys.Open(name)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	buf := make([]byte, min(limit, 4096))
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, 0, err
+	head = make([]byte, min(limit, 4096, fi.Size()))
+	if _, err := f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, err
 	}
-	return buf[:n], fi.Size(), nil
-}
-
-// readFrom reads the regular file name from offset on.
-func readFrom(fsys FS, name string, offset int64) ([]byte, error) {
-	if offset == 0 {
-		return readAll(fsys, name)
+	if from < 0 || fi.Size() < from {
+		return head, nil, nil
 	}
-	f, err := fsys.Open(name)
-	if err != nil {
-		return nil, err
+	tail = make([]byte, fi.Size()-from)
+	if _, err := f.ReadAt(tail, from); err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, err
 	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(f)
+	return head, tail, nil
 }
 
 // readAll reads the whole regular file name.

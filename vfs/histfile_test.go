@@ -101,7 +101,7 @@ func TestPruneEvery1000OnlyWhenDue(t *testing.T) {
 	s := NewMemoryStore(WithHistory(HistoryConfig{MaxAge: 30 * time.Minute, Now: clock}))
 	ctx := context.Background()
 	write := func(name, text string) {
-		p := mustResolve(t, "/memories/"+name)
+		p := MustResolve("/memories/" + name)
 		if err := s.Update(ctx, func(tx *Tx) error {
 			if _, err := tx.Stat(p); err == nil {
 				return tx.WriteFile(p, []byte(text))

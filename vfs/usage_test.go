@@ -23,10 +23,7 @@ func usageOf(t *testing.T, s *Store) int64 {
 
 func create(t *testing.T, s *Store, name, text string) {
 	t.Helper()
-	p, err := Resolve(Root + "/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := MustResolve(Root + "/" + name)
 	if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(p, []byte(text)) }); err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,10 @@ package vfs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -96,52 +96,16 @@ type walState struct {
 
 // walAppend appends one line to the log and flushes it.
 func (ht *historyTx) walAppend(h *fileHistory, line walLine) error {
-	f, err := ht.fs().OpenFile(walName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if errors.Is(err, fs.ErrNotExist) {
-		h.dirsMade = false
-		if err = ht.makeDirs(h); err == nil {
-			f, err = ht.fs().OpenFile(walName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		}
-	}
+	header := func() any { return walLine{WAL: walFormat, Boot: h.wal.fs.BootID()} }
+	before, written, err := ht.appendJSON(h, walName, syncFile, header, &line)
 	if err != nil {
 		return err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if fi.Size() == 0 {
-		enc.Encode(walLine{WAL: walFormat, Boot: h.wal.fs.BootID()})
-	}
-	if err := enc.Encode(line); err != nil {
-		f.Close()
-		return err
-	}
-	_, err = f.Write(buf.Bytes())
-	if err == nil {
-		err = syncFile(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if fi.Size() == 0 {
-		// A new log: its directory entry must last too.
-		if err := ht.fs().SyncDir(historyDir); err != nil {
-			return err
-		}
 	}
 	h.wal.records.Add(1)
-	if fi.Size() == 0 || h.wal.since.IsZero() {
+	if before == 0 || h.wal.since.IsZero() {
 		h.wal.since = time.Now()
 	}
-	if fi.Size()+int64(buf.Len()) > walMaxBytes || time.Since(h.wal.since) >= walMaxAge {
+	if before+written > walMaxBytes || time.Since(h.wal.since) >= walMaxAge {
 		h.wal.due = true
 	}
 	return nil
@@ -215,7 +179,7 @@ func (s *walScan) stands(r walLine) []Version {
 
 // walNeedsRecovery reports whether the log holds records of another boot.
 func walNeedsRecovery(fsys FS, d durableFS) bool {
-	head, _, err := readHead(fsys, walName, 4096)
+	head, _, err := readHeadAndTail(fsys, walName, 4096, -1)
 	if err != nil || len(head) == 0 {
 		return false
 	}
@@ -235,8 +199,11 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		return err
 	}
 	w := scanWAL(data)
-	if len(w.records) == 0 || w.boot == h.wal.fs.BootID() {
+	if w.boot == h.wal.fs.BootID() {
 		return nil
+	}
+	if len(w.records) == 0 {
+		return ht.checkpoint(h) // nothing to redo, but the log must say this boot's
 	}
 	fsys := ht.fs()
 
@@ -282,7 +249,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		}
 	}
 	if missing {
-		slices.SortStableFunc(vs, func(a, b Version) int { return int64Cmp(a.Seq, b.Seq) })
+		slices.SortStableFunc(vs, func(a, b Version) int { return cmp.Compare(a.Seq, b.Seq) })
 		if err := ht.rewriteLog(h, vs); err != nil {
 			return err
 		}
@@ -294,19 +261,14 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		exists bool
 		sum    Digest
 	}
-	type walk struct {
-		states []state
-	}
-	paths := map[string]*walk{}
+	paths := map[string][]state{}
 	var order []string
 	step := func(p string, before, after state) {
-		pw := paths[p]
-		if pw == nil {
-			pw = &walk{states: []state{before}}
-			paths[p] = pw
+		if _, ok := paths[p]; !ok {
+			paths[p] = []state{before}
 			order = append(order, p)
 		}
-		pw.states = append(pw.states, after)
+		paths[p] = append(paths[p], after)
 	}
 	for _, r := range w.records {
 		for _, v := range w.stands(r) {
@@ -324,7 +286,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		}
 	}
 	for _, p := range order {
-		states := paths[p].states
+		states := paths[p]
 		name := Path{clean: p}.Name()
 		var now state
 		if data, err := readAll(fsys, name); err == nil {
@@ -356,14 +318,4 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		}
 	}
 	return ht.checkpoint(h)
-}
-
-func int64Cmp(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

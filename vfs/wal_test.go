@@ -5,21 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func mustResolve(t *testing.T, p string) Path {
-	t.Helper()
-	q, err := Resolve(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
-}
 
 // treeOf reads every file below dir (bookkeeping aside): relative name → content.
 func treeOf(t *testing.T, dir string) map[string]string {
@@ -93,9 +85,7 @@ func versionsOf(t *testing.T, s *Store) []Version {
 // Opening it recovers every change: the files, the history and its contents are those of
 // the store that did not crash, and a failed change is not redone.
 func TestWALRecoversAfterMachineCrash(t *testing.T) {
-	if bootID() == "" {
-		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
-	}
+	needWAL(t)
 	for _, keep := range []string{"none", "some", "all", "files-not-history"} {
 		t.Run(keep, func(t *testing.T) {
 			live := t.TempDir()
@@ -106,7 +96,7 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 			ctx := context.Background()
 			up := func(fn func(tx *Tx) error) error { return s.Update(ctx, fn) }
 			create := func(p, text string) {
-				if err := up(func(tx *Tx) error { return tx.CreateFile(mustResolve(t, p), []byte(text)) }); err != nil {
+				if err := up(func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(text)) }); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -122,25 +112,25 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 			disk := copyTree(t, live)
 
 			// Changes after it, of every kind, and one that fails.
-			if err := up(func(tx *Tx) error { return tx.WriteFile(mustResolve(t, "/memories/a.md"), []byte("alpha 2\n")) }); err != nil {
+			if err := up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/a.md"), []byte("alpha 2\n")) }); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(func(tx *Tx) error { return tx.WriteFile(mustResolve(t, "/memories/a.md"), []byte("alpha 3\n")) }); err != nil {
+			if err := up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/a.md"), []byte("alpha 3\n")) }); err != nil {
 				t.Fatal(err)
 			}
 			if err := up(func(tx *Tx) error {
-				return tx.Rename(mustResolve(t, "/memories/dir"), mustResolve(t, "/memories/moved"))
+				return tx.Rename(MustResolve("/memories/dir"), MustResolve("/memories/moved"))
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(func(tx *Tx) error { return tx.RemoveAll(mustResolve(t, "/memories/c.md")) }); err != nil {
+			if err := up(func(tx *Tx) error { return tx.RemoveAll(MustResolve("/memories/c.md")) }); err != nil {
 				t.Fatal(err)
 			}
 			create("/memories/c.md", "gamma again\n")
 			create("/memories/new/d.md", "delta\n")
 			// A rename onto an existing file fails: recorded, then settled as failed.
 			if err := up(func(tx *Tx) error {
-				return tx.Rename(mustResolve(t, "/memories/a.md"), mustResolve(t, "/memories/c.md"))
+				return tx.Rename(MustResolve("/memories/a.md"), MustResolve("/memories/c.md"))
 			}); err == nil {
 				t.Fatal("a rename onto an existing file succeeded")
 			}
@@ -185,7 +175,7 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			if got := treeOf(t, disk); !equalMaps(got, want) {
+			if got := treeOf(t, disk); !maps.Equal(got, want) {
 				t.Errorf("files after recovery:\n got %v\nwant %v", got, want)
 			}
 			gotVersions := versionsOf(t, r)
@@ -204,7 +194,7 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 				t.Errorf("the log was not emptied by recovery: %d bytes", len(b))
 			}
 			// The history goes on from where it was.
-			if err := r.Update(ctx, func(tx *Tx) error { return tx.CreateFile(mustResolve(t, "/memories/e.md"), []byte("e")) }); err != nil {
+			if err := r.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/e.md"), []byte("e")) }); err != nil {
 				t.Fatal(err)
 			}
 			vs := versionsOf(t, r)
@@ -215,16 +205,11 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 	}
 }
 
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
+// needWAL skips a test where the write-ahead log is off.
+func needWAL(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func jsonOf(v any) string {
@@ -235,9 +220,7 @@ func jsonOf(v any) string {
 // A file edited by hand after the crash's last record is left as it is; the write-ahead
 // log never holds a redacted content; a store closed cleanly leaves nothing to recover.
 func TestWALEdgeCases(t *testing.T) {
-	if bootID() == "" {
-		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
-	}
+	needWAL(t)
 	dir := t.TempDir()
 	s, err := OpenOSStore(dir)
 	if err != nil {
@@ -246,7 +229,7 @@ func TestWALEdgeCases(t *testing.T) {
 	ctx := context.Background()
 	secret := "ghp_" + strings.Repeat("A", 36)
 	if err := s.Update(ctx, func(tx *Tx) error {
-		return tx.CreateFile(mustResolve(t, "/memories/s.md"), []byte(secret))
+		return tx.CreateFile(MustResolve("/memories/s.md"), []byte(secret))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +237,7 @@ func TestWALEdgeCases(t *testing.T) {
 		t.Fatalf("the change's record does not carry its content: %.300s", b)
 	}
 	if err := s.Update(ctx, func(tx *Tx) error {
-		if err := tx.WriteFile(mustResolve(t, "/memories/s.md"), []byte("nothing secret")); err != nil {
+		if err := tx.WriteFile(MustResolve("/memories/s.md"), []byte("nothing secret")); err != nil {
 			return err
 		}
 		_, err := tx.Redact(DigestOf([]byte(secret)))
@@ -266,7 +249,7 @@ func TestWALEdgeCases(t *testing.T) {
 		t.Errorf("after a redaction the log still holds %d bytes", len(b))
 	}
 	if err := s.Update(ctx, func(tx *Tx) error {
-		return tx.WriteFile(mustResolve(t, "/memories/s.md"), []byte("by memory-mcp"))
+		return tx.WriteFile(MustResolve("/memories/s.md"), []byte("by memory-mcp"))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -296,16 +279,14 @@ func TestWALEdgeCases(t *testing.T) {
 
 // A store opened without history after a machine crash still recovers what the log holds.
 func TestWALRecoversWithHistoryOff(t *testing.T) {
-	if bootID() == "" {
-		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
-	}
+	needWAL(t)
 	dir := t.TempDir()
 	s, err := OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Update(context.Background(), func(tx *Tx) error {
-		return tx.CreateFile(mustResolve(t, "/memories/a.md"), []byte("acknowledged"))
+		return tx.CreateFile(MustResolve("/memories/a.md"), []byte("acknowledged"))
 	}); err != nil {
 		t.Fatal(err)
 	}
