@@ -85,15 +85,20 @@ async function measure(name) {
   }
   const secs = Number(process.hrtime.bigint() - t0) / 1e9, cpu = cpuSeconds(pid) - cpu0;
   await client.close();
-  rmSync(dir, { recursive: true, force: true });
+  // Removed after all runs: on ext4 without a journal, thousands of inodes freed just
+  // before a run make its file creations slow (the allocator skips recently freed
+  // inodes), which would penalise whichever server runs next.
+  dirs.push(dir);
   return { callsPerSec: calls / secs, cpuPerCallUs: (cpu / calls) * 1e6 };
 }
 
+const dirs = [];
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const results = Object.fromEntries(Object.keys(servers).map((n) => [n, []]));
 for (let r = 0; r < runs; r++) {
   for (const name of Object.keys(servers)) results[name].push(await measure(name));
 }
+for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 const base = results['server-filesystem'];
 const baseRate = median(base.map((x) => x.callsPerSec)), baseCPU = median(base.map((x) => x.cpuPerCallUs));
 console.log(`${runs} runs of ${rounds} rounds × 7 calls, servers interleaved; medians`);

@@ -99,7 +99,7 @@ func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
 	if cfg := o.historyConfig(); cfg != nil {
 		s.history = &fileHistory{cfg: *cfg}
 		if d, ok := walFS(fsys); ok && !o.readOnly && !o.noWAL {
-			s.history.wal = &walState{fs: d}
+			s.history.wal = newWALState(d)
 		}
 	}
 	return s
@@ -215,6 +215,9 @@ func (s *AferoStorage) Close() error {
 		}
 		cancel()
 	}
+	if s.walOn() {
+		s.history.wal.close()
+	}
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
@@ -305,6 +308,7 @@ type aferoTx struct {
 	journal  []string   // access events to record when the transaction ends
 	compact  bool       // fold the access journal into the snapshot on commit
 	hist     *historyTx // the history as this transaction uses it, once asked for
+	waitFor  uint64     // where a flush of the write-ahead log must reach before it answers
 }
 
 // External reports whether another process changed the storage before this transaction.
@@ -334,6 +338,9 @@ func (tx *aferoTx) end(failed bool) error {
 		s.shareUsage()
 	}
 	full := tx.flushAccess()
+	if s.walOn() {
+		tx.waitFor = s.history.wal.pending(tx.external)
+	}
 	s.fs.UnlockStorage()
 	s.lock.Release(tx.weight)
 	if full {
@@ -341,6 +348,19 @@ func (tx *aferoTx) end(failed bool) error {
 	}
 	if failed && tx.changed {
 		return ErrChangesKept
+	}
+	return nil
+}
+
+// Durable returns, after Commit or Rollback, once what the transaction did and saw is
+// durable: with the write-ahead log, a flush of it that the transactions ending about
+// now share (see wal.go); without it, at once (every change flushed its own files).
+func (tx *aferoTx) Durable() error {
+	if tx.waitFor == 0 {
+		return nil
+	}
+	if err := tx.s.history.wal.flushTo(tx.s.fs, tx.waitFor); err != nil {
+		return fmt.Errorf("flush the write-ahead log: %w", err)
 	}
 	return nil
 }

@@ -38,3 +38,9 @@ func datasync(f *os.File) error {
 		}
 	}
 }
+
+// unlinked reports whether the file described by fi has no name left (it was removed).
+func unlinked(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*unix.Stat_t)
+	return ok && st.Nlink == 0
+}

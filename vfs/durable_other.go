@@ -14,3 +14,6 @@ func bootID() string { return "" }
 func syncFS(*os.File) error { return errors.ErrUnsupported }
 
 func datasync(f *os.File) error { return f.Sync() }
+
+// unlinked is never known here (the write-ahead log is off).
+func unlinked(os.FileInfo) bool { return false }

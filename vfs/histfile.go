@@ -199,7 +199,7 @@ func (ht *historyTx) load(h *fileHistory) error {
 		if h.wal != nil && len(only) < len(s.pending) {
 			// The write-ahead log must know too, or a crash of the machine would have it
 			// redo the change.
-			if err := ht.walAppend(h, walLine{Settle: s.pendingG, Only: only}); err != nil {
+			if err := ht.walAppend(h, walLine{Settle: s.pendingG, Only: only}, h.lastGroup, true); err != nil {
 				return err
 			}
 		}
@@ -228,7 +228,8 @@ type logScan struct {
 	lastSeq   uint64
 	lastGroup uint64
 	end       int64           // offset just past the last whole line
-	groups    map[uint64]bool // when not nil: the groups settled (recoverWAL)
+	groups    map[uint64]bool // when not nil: the groups settled (recoverWAL),
+	vgroups   []uint64        // and the group of each version
 }
 
 // scan reads the lines of data (which starts at offset base in the log); with headerOnly it
@@ -257,7 +258,7 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 			if len(s.pending) > 0 && l.G != s.pendingG {
 				// A group whose settle line is missing although others follow: its
 				// settle line failed to be written after the operation succeeded.
-				s.versions = append(s.versions, s.pending...)
+				s.keep(s.pendingG, s.pending...)
 				s.lastSeq = max(s.lastSeq, s.pending[0].Seq)
 				s.settled(s.pendingG)
 				s.pending = nil
@@ -271,11 +272,11 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 				if l.Partial {
 					for _, i := range l.Only {
 						if i >= 0 && i < len(s.pending) {
-							s.versions = append(s.versions, s.pending[i])
+							s.keep(l.Settle, s.pending[i])
 						}
 					}
 				} else {
-					s.versions = append(s.versions, s.pending...)
+					s.keep(l.Settle, s.pending...)
 				}
 			}
 			if len(s.versions) > n {
@@ -284,6 +285,16 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 			}
 			s.pending, s.pendingG = nil, 0
 			s.lastGroup = max(s.lastGroup, l.Settle)
+		}
+	}
+}
+
+// keep adds settled versions of group g.
+func (s *logScan) keep(g uint64, vs ...Version) {
+	s.versions = append(s.versions, vs...)
+	if s.groups != nil {
+		for range vs {
+			s.vgroups = append(s.vgroups, g)
 		}
 	}
 }
@@ -502,8 +513,8 @@ func (ht *historyTx) Record(ctx context.Context, vs []Version) error {
 		lines[i] = logLine{G: ht.groupID, V: &vs[i]}
 	}
 	if h.wal != nil {
-		// The one flush of the change: its record in the write-ahead log.
-		if err := ht.walAppend(h, walLine{G: ht.groupID, V: vs, C: ht.kept}); err != nil {
+		// The change's record in the write-ahead log, flushed once the locks are released.
+		if err := ht.walAppend(h, walLine{G: ht.groupID, V: vs, C: ht.kept}, ht.groupID-1, false); err != nil {
 			h.loaded = false
 			return err
 		}
@@ -543,7 +554,7 @@ func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) error {
 	if h.wal != nil && line.Partial {
 		// A change that failed, or did part of its work, says so in the write-ahead log,
 		// flushed: a crash of the machine must not have it redone.
-		if err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: line.Only}); err != nil {
+		if err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: line.Only}, h.lastGroup, true); err != nil {
 			return err
 		}
 	}

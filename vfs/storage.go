@@ -78,11 +78,26 @@ type Txn interface {
 	External() bool
 	// Commit ends the transaction, keeping its changes. Rollback ends it after a failure
 	// and undoes its changes; storage that cannot undo (the afero backends, where every
-	// change is atomic and durable by itself, and a command makes at most one) returns
+	// change is atomic by itself, and a command makes at most one) returns
 	// ErrChangesKept when the transaction had changed something, so that the feed still
 	// reports what stayed.
 	Commit() error
 	Rollback() error
+}
+
+// durableTxn is a Txn whose changes become durable after its locks are released (the os
+// backend's write-ahead log, shared by the transactions that end about the same time):
+// Durable returns once they are, and the Store answers only then.
+type durableTxn interface {
+	Durable() error
+}
+
+// durable waits until what t did and saw is durable (see durableTxn).
+func durable(t Txn) error {
+	if d, ok := t.(durableTxn); ok {
+		return d.Durable()
+	}
+	return nil
 }
 
 // FS is the contract of an afero filesystem under NewAferoStorage, met by OSFs, MemFs and

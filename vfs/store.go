@@ -62,9 +62,15 @@ func (s *Store) View(ctx context.Context, fn func(*Tx) error) error {
 	ended = true
 	if err != nil {
 		t.Rollback()
+		if derr := durable(t); derr != nil {
+			return errors.Join(err, derr)
+		}
 		return err
 	}
-	return t.Commit()
+	if err := t.Commit(); err != nil {
+		return err
+	}
+	return durable(t)
 }
 
 // Update runs fn with exclusive access to the store: no other transaction of this process,
@@ -97,11 +103,14 @@ func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (
 	tx.changes = tx.first[:0]
 	if err := fn(tx); err != nil {
 		s.feed.mu.Lock()
-		defer s.feed.mu.Unlock()
 		committed = true
 		if errors.Is(t.Rollback(), ErrChangesKept) && len(tx.changes) > 0 {
 			// What the transaction changed before it failed stays: subscribers hear of it.
 			s.feed.publishLocked(&Batch{Actor: tx.actor, Command: command, Version: tx.version(), Changes: tx.changes})
+		}
+		s.feed.mu.Unlock()
+		if derr := durable(t); derr != nil {
+			return nil, errors.Join(err, derr)
 		}
 		return nil, err
 	}
@@ -113,13 +122,20 @@ func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (
 	// before this batch is out, since it publishes under the same mutex (and a publication
 	// never waits for a subscriber).
 	s.feed.mu.Lock()
-	defer s.feed.mu.Unlock()
 	committed = true
 	if err := t.Commit(); err != nil {
+		s.feed.mu.Unlock()
 		return nil, err
 	}
 	if b != nil {
 		s.feed.publishLocked(b)
+	}
+	s.feed.mu.Unlock()
+	// Outside every lock: the flush that makes the change durable is shared with the
+	// transactions that end meanwhile. Subscribers may hear of the change a moment before
+	// it is durable; the caller is answered after.
+	if err := durable(t); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -3,28 +3,48 @@ package vfs
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
+	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/afero"
 )
 
-// The write-ahead log of the os backend: one flush per change.
+// The write-ahead log of the os backend: one flush per change, shared by the changes made
+// at the same time (group commit).
 //
 // Without it, a change with history flushes five times: the kept content (file and
 // directory), the history log, and the file itself (file and directory). With it, a
-// change's versions and the contents they need are appended to walName as one record, and
-// that one append is flushed (fdatasync) before anything else is touched; then the history
-// log, the kept contents and the files are written as before but not flushed. The
-// directory stays plain files that editors and other processes read as always.
+// change's versions and the contents they need are appended to walName as one record; the
+// history log, the kept contents and the files are then written as before, not flushed,
+// and the store's locks are released. Only then does the change wait for a flush of the
+// log that covers its record (flushTo): one writer flushes for every record appended so
+// far while the others wait, so concurrent changes share one fdatasync and none holds the
+// lock across it. The change is acknowledged after that flush. Every other transaction
+// (a read too) waits, after releasing its locks, for the records this process had
+// appended when it ended, so that nothing is answered from a change that a crash could
+// still take back; one that saw another process's change flushes the log once itself.
+// The directory stays plain files that editors and other processes read as always.
 //
 // What a crash of the process leaves is what the page cache holds, which is everything
 // written: the history log's own settle lines check a change cut short, as without the
-// log. What a crash of the machine leaves may lack any unflushed write, so the log is kept
+// log.
+//
+// What a crash of the machine leaves may hold a change's files or history lines without
+// its record, if the change was not acknowledged yet. The log's first line therefore
+// names the last group of versions the previous checkpoint covered (From), and it is
+// flushed with the first record after a checkpoint, before that change touches anything.
+// Recovery drops from the history every later group that no record in the log names (it
+// was never acknowledged) and then compares every file with what the history says: a file
+// that differs (such a change, or an edit by hand) gets a version of its own (command
+// "recover"), so that the history and the files agree and nothing is overwritten. What a crash of the machine leaves may lack any unflushed write, so the log is kept
 // until a checkpoint flushes the whole filesystem (syncfs) and empties it: when the log
 // is older than walMaxAge or grows past walMaxBytes, before the history is rewritten (pruning,
 // redaction, import: a redacted content must not survive in the log), and when the store
@@ -39,7 +59,7 @@ import (
 // it is off and every change flushes its own files.
 const (
 	walName     = historyDir + "/wal"
-	walFormat   = 1
+	walFormat   = 2 // 2: the header's From
 	walMaxBytes = 64 << 20
 	// walMaxAge lets the kernel write the files back by itself first (Linux does within
 	// about 30 s), so that the checkpoint's flush finds little left to write and holds the
@@ -68,8 +88,9 @@ func walFS(fsys FS) (durableFS, bool) {
 
 // walLine is one line of the write-ahead log.
 type walLine struct {
-	WAL  int    `json:"wal,omitempty"`  // the header: the format
-	Boot string `json:"boot,omitempty"` // and the boot it was written in
+	WAL  int    `json:"wal,omitempty"`  // the header: the format,
+	Boot string `json:"boot,omitempty"` // the boot it was written in,
+	From uint64 `json:"from,omitempty"` // and the last group the previous checkpoint covered
 	// A record: a group of versions (as in the history log) and the contents they name
 	// that were kept for them.
 	G uint64       `json:"g,omitempty"`
@@ -92,16 +113,130 @@ type walState struct {
 	records atomic.Int64 // appended since the last checkpoint, by this process
 	since   time.Time    // when this process saw the log start (or first appended to it)
 	due     bool
+
+	// Group commit (see flushTo). Positions count the bytes this process ever appended to
+	// the log (checkpoints do not reset them).
+	mu       sync.Mutex
+	cond     sync.Cond
+	appended uint64     // up to where this process appended
+	durable  uint64     // up to where a flush (or checkpoint) covered
+	flushing bool       // a writer is flushing for the others
+	file     afero.File // the log, as the flushing writer keeps it open between flushes
 }
 
-// walAppend appends one line to the log and flushes it.
-func (ht *historyTx) walAppend(h *fileHistory, line walLine) error {
-	header := func() any { return walLine{WAL: walFormat, Boot: h.wal.fs.BootID()} }
-	before, written, err := ht.appendJSON(h, walName, syncFile, header, &line)
+func newWALState(d durableFS) *walState {
+	w := &walState{fs: d}
+	w.cond.L = &w.mu
+	return w
+}
+
+// pending returns the position up to which a transaction must wait, after releasing its
+// locks, before it answers: everything this process appended so far, which it may have
+// seen. With sawOther (it saw another process's change, whose record that process may not
+// have flushed yet) the position is one past it, which only a flush started from now on
+// reaches.
+func (w *walState) pending(sawOther bool) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sawOther {
+		w.appended++
+	}
+	return w.appended
+}
+
+// flushTo returns once a flush of the log covers position pos. One caller flushes at a
+// time, for everything appended when it starts; the others wait for it, and those it
+// did not cover flush next, together.
+func (w *walState) flushTo(fsys FS, pos uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.durable < pos {
+		if w.flushing {
+			w.cond.Wait()
+			continue
+		}
+		w.flushing = true
+		target := w.appended
+		w.mu.Unlock()
+		err := w.flushLog(fsys, true)
+		w.mu.Lock()
+		w.flushing = false
+		if err == nil {
+			w.durable = max(w.durable, target)
+		}
+		w.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushLog flushes the log's data through a descriptor kept open between flushes (the
+// kernel flushes whatever any descriptor wrote); only the flushing writer calls it. A
+// descriptor of a log removed since (with the history's directory, made again by the
+// next change) is dropped, and the log at its name flushed instead.
+func (w *walState) flushLog(fsys FS, retry bool) error {
+	if w.file == nil {
+		f, err := fsys.OpenFile(walName, os.O_WRONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed with the storage directory: nothing to flush
+		}
+		if err != nil {
+			return err
+		}
+		w.file = f
+	}
+	err := syncFile(w.file)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = w.file.Stat()
+	}
+	if err != nil || unlinked(fi) {
+		w.file.Close()
+		w.file = nil
+		if err == nil && retry {
+			return w.flushLog(fsys, false)
+		}
+	}
+	return err
+}
+
+// close closes the descriptor flushLog keeps, once no writer is flushing.
+func (w *walState) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.flushing {
+		w.cond.Wait()
+	}
+	if w.file != nil {
+		w.file.Close()
+		w.file = nil
+	}
+}
+
+// walAppend appends one line to the log, not flushed unless now is set: the transaction
+// waits for a flush after it releases its locks (see pending and flushTo). The first line
+// after a checkpoint is flushed at once with the log's header, which recovery needs
+// before any change it covers touches the files (see the top of this file); from is the
+// last group that checkpoint covered.
+func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bool) error {
+	header := func() any { return walLine{WAL: walFormat, Boot: h.wal.fs.BootID(), From: from} }
+	before, written, err := ht.appendJSON(h, walName, nil, header, &line)
 	if err != nil {
 		return err
 	}
-	h.wal.records.Add(1)
+	w := h.wal
+	w.mu.Lock()
+	w.appended += uint64(written)
+	pos := w.appended
+	w.mu.Unlock()
+	if now || before == 0 {
+		if err := w.flushTo(ht.fs(), pos); err != nil {
+			return err
+		}
+	}
+	w.records.Add(1)
 	if before == 0 || h.wal.since.IsZero() {
 		h.wal.since = time.Now()
 	}
@@ -121,9 +256,17 @@ func syncFile(f afero.File) error {
 
 // checkpoint makes everything written so far durable and empties the log.
 func (ht *historyTx) checkpoint(h *fileHistory) error {
-	if err := h.wal.fs.SyncAll(); err != nil {
+	w := h.wal
+	w.mu.Lock()
+	pos := w.appended // what the flush below covers
+	w.mu.Unlock()
+	if err := w.fs.SyncAll(); err != nil {
 		return err
 	}
+	w.mu.Lock()
+	w.durable = max(w.durable, pos)
+	w.cond.Broadcast()
+	w.mu.Unlock()
 	if err := truncate(ht.fs(), walName, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -135,6 +278,8 @@ func (ht *historyTx) checkpoint(h *fileHistory) error {
 // walScan reads the log: its header's boot, and its records with their outcomes.
 type walScan struct {
 	boot    string
+	format  int
+	from    uint64
 	records []walLine
 	settled map[uint64]walLine
 }
@@ -150,7 +295,7 @@ func scanWAL(data []byte) walScan {
 		if json.Unmarshal(data[:i], &l) == nil {
 			switch {
 			case l.WAL != 0:
-				s.boot = l.Boot
+				s.boot, s.format, s.from = l.Boot, l.WAL, l.From
 			case l.G != 0:
 				s.records = append(s.records, l)
 			case l.Settle != 0:
@@ -202,9 +347,6 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	if w.boot == h.wal.fs.BootID() {
 		return nil
 	}
-	if len(w.records) == 0 {
-		return ht.checkpoint(h) // nothing to redo, but the log must say this boot's
-	}
 	fsys := ht.fs()
 
 	// The kept contents, written again where missing.
@@ -231,29 +373,37 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	}
 	ls := logScan{groups: map[uint64]bool{}}
 	ls.scan(logData, 0, false)
-	vs := ls.versions
-	missing := len(ls.pending) > 0
 	inWAL := map[uint64]bool{}
 	for _, r := range w.records {
 		inWAL[r.G] = true
+	}
+	// A group after the checkpoint that no record names was never acknowledged: its record
+	// was lost, and what it wrote may be too. (A log of format 1 does not say where the
+	// checkpoint was: everything stays.)
+	acked := func(g uint64) bool { return w.format < 2 || g <= w.from || inWAL[g] }
+	var vs []Version
+	missing := len(ls.pending) > 0
+	for i, v := range ls.versions {
+		if acked(ls.vgroups[i]) {
+			vs = append(vs, v)
+		} else {
+			missing = true
+		}
+	}
+	for _, r := range w.records {
 		if !ls.groups[r.G] {
 			missing = true
 			vs = append(vs, w.stands(r)...)
 		}
 	}
-	if len(ls.pending) > 0 && !inWAL[ls.pendingG] {
+	if len(ls.pending) > 0 && !inWAL[ls.pendingG] && acked(ls.pendingG) {
 		// A group the log has not settled and the records do not know: as without the
 		// log, the files tell.
 		for _, i := range ht.shown(ls.pending) {
 			vs = append(vs, ls.pending[i])
 		}
 	}
-	if missing {
-		slices.SortStableFunc(vs, func(a, b Version) int { return cmp.Compare(a.Seq, b.Seq) })
-		if err := ht.rewriteLog(h, vs); err != nil {
-			return err
-		}
-	}
+	slices.SortStableFunc(vs, func(a, b Version) int { return cmp.Compare(a.Seq, b.Seq) })
 
 	// The files: each path the records touched, in order, passes through states (absent,
 	// or a content); a file that shows one of them, but not the last, is set to the last.
@@ -317,5 +467,81 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 			return err
 		}
 	}
+
+	// What the records do not account for: the files of changes never acknowledged, and
+	// edits by hand.
+	recovered, err := ht.reconcile(h, vs)
+	if err != nil {
+		return err
+	}
+	if missing || len(recovered) > 0 {
+		if err := ht.rewriteLog(h, append(vs, recovered...)); err != nil {
+			return err
+		}
+	}
 	return ht.checkpoint(h)
+}
+
+// reconcile compares every file with the state the versions vs leave it in and returns,
+// for each that differs, a version that records what the file holds (command "recover",
+// one number after the last of vs), its content kept. A path whose content was redacted
+// is not compared.
+func (ht *historyTx) reconcile(h *fileHistory, vs []Version) ([]Version, error) {
+	state := map[string]content{}
+	var seq uint64
+	for _, v := range vs {
+		seq = max(seq, v.Seq)
+		switch v.Kind {
+		case Created, Modified:
+			state[v.Path] = content{v.SHA256, v.Size}
+		case Deleted:
+			delete(state, v.Path)
+		case Moved:
+			delete(state, v.Path)
+			state[v.NewPath] = content{v.SHA256, v.Size}
+		}
+	}
+	var names []string
+	err := ht.tx.walkFiles(context.Background(), "", false, func(name string, _ int64) { names = append(names, name) })
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	slices.Sort(names)
+	now := h.cfg.now().UTC()
+	version := func(kind ChangeKind, p string, was content) Version {
+		return Version{Seq: seq + 1, Time: now, Actor: ActorLocal, Command: "recover", Kind: kind, Path: p, PrevSize: was.size, Prev: was.sum}
+	}
+	var out []Version
+	seen := map[string]bool{}
+	for _, name := range names {
+		p := Root + "/" + name
+		data, err := readAll(ht.fs(), name)
+		if err != nil {
+			continue // gone or not a regular file since the walk
+		}
+		seen[p] = true
+		was, ok := state[p]
+		d := DigestOf(data)
+		if ok && (was.sum == d || was.sum.IsZero()) {
+			continue
+		}
+		if err := ht.makeDirs(h); err != nil {
+			return nil, err
+		}
+		if err := h.wal.fs.WriteFileUnsynced(objectName(d), data, true); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		v := version(Modified, p, was)
+		if !ok {
+			v.Kind = Created
+		}
+		v.Size, v.SHA256 = int64(len(data)), d
+		out = append(out, v)
+	}
+	for _, p := range slices.Sorted(maps.Keys(state)) {
+		if !seen[p] && !state[p].sum.IsZero() {
+			out = append(out, version(Deleted, p, state[p]))
+		}
+	}
+	return out, nil
 }

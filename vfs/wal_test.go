@@ -10,7 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/spf13/afero"
 )
 
 // treeOf reads every file below dir (bookkeeping aside): relative name → content.
@@ -303,5 +307,224 @@ func TestWALRecoversWithHistoryOff(t *testing.T) {
 	defer r.Close()
 	if b, err := os.ReadFile(filepath.Join(dir, "a.md")); string(b) != "acknowledged" {
 		t.Errorf("a.md after recovery: %q, %v", b, err)
+	}
+}
+
+// Changes are acknowledged after a flush of the log that they share, and their files and
+// history lines are written before it: a crash of the machine may keep those of a change
+// whose record it lost, which was never acknowledged. The test builds such disks: the log
+// cut after its first record (flushed with its header), and the files and the history
+// log as the later changes left them, or not. Recovery keeps the acknowledged change, and
+// leaves files and history that agree, every content a version names kept: a file that a
+// lost change wrote is recorded as it is, never overwritten.
+func TestWALRecoversLostRecords(t *testing.T) {
+	needWAL(t)
+	for _, keep := range []string{"files-and-history", "files", "history", "nothing"} {
+		t.Run(keep, func(t *testing.T) {
+			live := t.TempDir()
+			s, err := OpenOSStore(live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			up := func(fn func(tx *Tx) error) {
+				t.Helper()
+				if err := s.Update(ctx, fn); err != nil {
+					t.Fatal(err)
+				}
+			}
+			up(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a.md"), []byte("alpha\n")) })
+			up(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/b.md"), []byte("beta\n")) })
+			up(func(tx *Tx) error {
+				return tx.t.(*aferoTx).History().(*historyTx).checkpoint(tx.t.(*aferoTx).s.history)
+			})
+			disk := copyTree(t, live)
+			checkpointFiles := treeOf(t, disk)
+
+			// The acknowledged change: the first record after the checkpoint.
+			up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/a.md"), []byte("alpha 2\n")) })
+			wal, err := os.ReadFile(filepath.Join(live, walName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Changes whose records the crash loses.
+			up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/b.md"), []byte("beta 2\n")) })
+			up(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/c.md"), []byte("gamma\n")) })
+			up(func(tx *Tx) error { return tx.RemoveAll(MustResolve("/memories/a.md")) })
+
+			wal = bytes.Replace(wal, []byte(`"boot":"`+bootID()+`"`), []byte(`"boot":"an earlier boot"`), 1)
+			if n := bytes.Count(wal, []byte("\n")); n != 2 {
+				t.Fatalf("the log after the first change holds %d lines, want its header and one record", n)
+			}
+			os.WriteFile(filepath.Join(disk, walName), wal, 0o600)
+			if keep == "files-and-history" || keep == "history" {
+				b, _ := os.ReadFile(filepath.Join(live, historyLogName))
+				os.WriteFile(filepath.Join(disk, historyLogName), b, 0o600)
+			}
+			if keep == "files-and-history" || keep == "files" {
+				for _, name := range []string{"a.md", "b.md", "c.md"} {
+					os.Remove(filepath.Join(disk, name))
+					if b, err := os.ReadFile(filepath.Join(live, name)); err == nil {
+						os.WriteFile(filepath.Join(disk, name), b, 0o600)
+					}
+				}
+			}
+			s.Close()
+
+			r, err := OpenOSStore(disk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			files := treeOf(t, disk)
+			// Every file old or new, and the acknowledged change there unless a later
+			// (lost) change's file replaced it.
+			switch keep {
+			case "files-and-history", "files":
+				want := map[string]string{"b.md": "beta 2\n", "c.md": "gamma\n"}
+				if !maps.Equal(files, want) {
+					t.Errorf("files after recovery: %v, want %v (as the lost changes left them)", files, want)
+				}
+			default:
+				want := maps.Clone(checkpointFiles)
+				want["a.md"] = "alpha 2\n"
+				if !maps.Equal(files, want) {
+					t.Errorf("files after recovery: %v, want %v (the checkpoint and the acknowledged change)", files, want)
+				}
+			}
+			vs := versionsOf(t, r)
+			state := map[string]string{}
+			acked := false
+			for _, v := range vs {
+				switch v.Kind {
+				case Created, Modified:
+					state[strings.TrimPrefix(v.Path, Root+"/")] = v.SHA256.String()
+				case Deleted:
+					delete(state, strings.TrimPrefix(v.Path, Root+"/"))
+				case Moved:
+					delete(state, strings.TrimPrefix(v.Path, Root+"/"))
+					state[strings.TrimPrefix(v.NewPath, Root+"/")] = v.SHA256.String()
+				}
+				if v.Path == "/memories/a.md" && v.SHA256 == DigestOf([]byte("alpha 2\n")) && v.Command != "recover" {
+					acked = true
+				}
+				for _, d := range []Digest{v.SHA256, v.Prev} {
+					if d.IsZero() {
+						continue
+					}
+					if err := r.View(ctx, func(tx *Tx) error { _, err := tx.Content(d); return err }); err != nil {
+						t.Errorf("content %s of version %d (%s %s) after recovery: %v", d, v.Seq, v.Kind, v.Path, err)
+					}
+				}
+			}
+			if !acked {
+				t.Errorf("the acknowledged change is not in the history: %s", jsonOf(vs))
+			}
+			got := map[string]string{}
+			for name, text := range files {
+				got[name] = DigestOf([]byte(text)).String()
+			}
+			if !maps.Equal(got, state) {
+				t.Errorf("history and files disagree after recovery:\nfiles   %v\nhistory %v\n%s", got, state, jsonOf(vs))
+			}
+			if b, _ := os.ReadFile(filepath.Join(disk, walName)); len(b) != 0 {
+				t.Errorf("the log was not emptied by recovery: %d bytes", len(b))
+			}
+		})
+	}
+}
+
+// gatedFS holds every flush of the write-ahead log (a Sync of a descriptor opened to flush
+// it) until gate is closed, once armed, and counts them.
+type gatedFS struct {
+	*OSFs
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+	syncs   atomic.Int32
+}
+
+func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	f, err := g.OSFs.OpenFile(name, flag, perm)
+	if err != nil || name != walName || flag != os.O_WRONLY {
+		return f, err
+	}
+	return &gatedFile{File: f, g: g}, nil
+}
+
+type gatedFile struct {
+	afero.File
+	g *gatedFS
+}
+
+func (f *gatedFile) Sync() error {
+	f.g.syncs.Add(1)
+	if f.g.armed.Load() {
+		select {
+		case f.g.entered <- struct{}{}:
+		default:
+		}
+		<-f.g.gate
+	}
+	return f.File.Sync()
+}
+
+// A change does not hold the store's lock while its record is flushed, is answered only
+// after the flush, and the changes made during one flush share the next.
+func TestWALGroupCommit(t *testing.T) {
+	needWAL(t)
+	dir := t.TempDir()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedFS{OSFs: osfs, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	s := NewStore(NewAferoStorage(g))
+	defer func() { s.Close(); osfs.Close() }()
+	ctx := context.Background()
+	create := func(name string) error {
+		return s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/"+name), []byte(name)) })
+	}
+	if err := create("first.md"); err != nil { // flushed with the log's header, under the lock
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	g.syncs.Store(0)
+	done := make(chan error, 4)
+	go func() { done <- create("a.md") }()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change never flushed the log")
+	}
+	// a.md's flush is held: other changes still get the lock and make their changes.
+	for _, name := range []string{"b.md", "c.md", "d.md"} {
+		go func() { done <- create(name) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, name := range []string{"a.md", "b.md", "c.md", "d.md"} {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s was not written while another change's flush was held: the lock is held across the flush", name)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a change was answered before its record was flushed (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(g.gate)
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.syncs.Load(); n != 2 {
+		t.Errorf("%d flushes for 4 changes, want 2: a.md's, then one shared by the three made during it", n)
 	}
 }
