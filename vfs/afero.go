@@ -157,6 +157,7 @@ func OpenOSStore(dir string, opts ...Option) (*Store, error) {
 			return err
 		})
 		cancel()
+		rec.Close() // the log's descriptor, should a flush have opened one
 		if err != nil {
 			osfs.Close()
 			return nil, fmt.Errorf("recover the write-ahead log: %w", err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -33,6 +34,10 @@ import (
 // still take back; one that saw another process's change flushes the log once itself.
 // The directory stays plain files that editors and other processes read as always.
 //
+// The log is written in advance (walChunk of zeros at a time) and records overwrite the
+// zeros where the last record ended (locate), so flushing one changes no metadata and needs
+// no journal commit; a checkpoint writes zeros over the records again (empty).
+//
 // What a crash of the process leaves is what the page cache holds, which is everything
 // written: the history log's own settle lines check a change cut short, as without the
 // log.
@@ -59,8 +64,9 @@ import (
 // it is off and every change flushes its own files.
 const (
 	walName     = historyDir + "/wal"
-	walFormat   = 2 // 2: the header's From
+	walFormat   = 3 // 2: the header's From; 3: written in advance (zeros), the header's Cycle
 	walMaxBytes = 64 << 20
+	walChunk    = 1 << 20 // the log grows by this much of zeros at a time
 	// walMaxAge lets the kernel write the files back by itself first (Linux does within
 	// about 30 s), so that the checkpoint's flush finds little left to write and holds the
 	// store's lock only briefly.
@@ -88,9 +94,10 @@ func walFS(fsys FS) (durableFS, bool) {
 
 // walLine is one line of the write-ahead log.
 type walLine struct {
-	WAL  int    `json:"wal,omitempty"`  // the header: the format,
-	Boot string `json:"boot,omitempty"` // the boot it was written in,
-	From uint64 `json:"from,omitempty"` // and the last group the previous checkpoint covered
+	WAL   int    `json:"wal,omitempty"`   // the header: the format,
+	Boot  string `json:"boot,omitempty"`  // the boot it was written in,
+	From  uint64 `json:"from,omitempty"`  // the last group the previous checkpoint covered,
+	Cycle string `json:"cycle,omitempty"` // and this cycle of the log (from one checkpoint to the next)
 	// A record: a group of versions (as in the history log) and the contents they name
 	// that were kept for them.
 	G uint64       `json:"g,omitempty"`
@@ -122,10 +129,16 @@ type walState struct {
 	durable  uint64     // up to where a flush (or checkpoint) covered
 	flushing bool       // a writer is flushing for the others
 	file     afero.File // the log, as the flushing writer keeps it open between flushes
+
+	// Where records go (only touched under the store's exclusive lock).
+	end   int64  // the next record's offset; -1: unknown (see locate)
+	size  int64  // the log's size, zeros past end
+	cycle string // the header's Cycle
+	torn  bool   // the byte before end is not a newline
 }
 
 func newWALState(d durableFS) *walState {
-	w := &walState{fs: d}
+	w := &walState{fs: d, end: -1}
 	w.cond.L = &w.mu
 	return w
 }
@@ -221,27 +234,144 @@ func (w *walState) close() {
 // before any change it covers touches the files (see the top of this file); from is the
 // last group that checkpoint covered.
 func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bool) error {
-	header := func() any { return walLine{WAL: walFormat, Boot: h.wal.fs.BootID(), From: from} }
-	before, written, err := ht.appendJSON(h, walName, nil, header, &line)
-	if err != nil {
+	if err := ht.makeDirs(h); err != nil {
 		return err
 	}
 	w := h.wal
-	w.mu.Lock()
-	w.appended += uint64(written)
-	pos := w.appended
-	w.mu.Unlock()
-	if now || before == 0 {
-		if err := w.flushTo(ht.fs(), pos); err != nil {
+	open := func() (afero.File, error) { return ht.fs().OpenFile(walName, os.O_RDWR|os.O_CREATE, 0o600) }
+	f, err := open()
+	if errors.Is(err, fs.ErrNotExist) {
+		h.dirsMade = false // the history's directory went away: make it again
+		if err = ht.makeDirs(h); err == nil {
+			f, err = open()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if w.end < 0 || ht.tx.external {
+		if err := w.locate(f); err != nil {
+			w.end = -1
 			return err
 		}
 	}
-	w.records.Add(1)
-	if before == 0 || h.wal.since.IsZero() {
-		h.wal.since = time.Now()
+	var buf bytes.Buffer
+	if w.torn {
+		buf.WriteByte('\n') // ends a line a killed process left half-written: never read
 	}
-	if before+written > walMaxBytes || time.Since(h.wal.since) >= walMaxAge {
-		h.wal.due = true
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	first := w.end == 0
+	if first {
+		w.cycle = newEpoch()
+		if err := enc.Encode(walLine{WAL: walFormat, Boot: w.fs.BootID(), From: from, Cycle: w.cycle}); err != nil {
+			return err
+		}
+	}
+	if err := enc.Encode(&line); err != nil {
+		return err
+	}
+	newFile := w.size == 0
+	grew := false
+	if need := w.end + int64(buf.Len()); need > w.size {
+		// Zeros written in advance: a record then overwrites them, and its flush changes no
+		// metadata (neither the size nor the blocks), so it needs no journal commit.
+		size := (need + walChunk - 1) / walChunk * walChunk
+		if err := writeZeros(f, w.size, size-w.size); err != nil {
+			w.end = -1
+			return err
+		}
+		w.size, grew = size, true
+	}
+	if _, err := f.WriteAt(buf.Bytes(), w.end); err != nil {
+		w.end = -1
+		return err
+	}
+	w.end += int64(buf.Len())
+	w.torn = false
+	w.mu.Lock()
+	w.appended += uint64(buf.Len())
+	pos := w.appended
+	w.mu.Unlock()
+	if now || first || grew {
+		if err := w.flushTo(ht.fs(), pos); err != nil {
+			return err
+		}
+		if newFile {
+			if err := ht.fs().SyncDir(historyDir); err != nil { // its directory entry too
+				return err
+			}
+		}
+	}
+	w.records.Add(1)
+	if first || w.since.IsZero() {
+		w.since = time.Now()
+	}
+	if w.end > walMaxBytes || time.Since(w.since) >= walMaxAge {
+		w.due = true
+	}
+	return nil
+}
+
+// locate finds where the log's records end (the first zero byte), from where this process
+// last appended when the log is still in the same cycle (its header's Cycle), else from
+// the start: another process may have appended or checkpointed since.
+func (w *walState) locate(f afero.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	w.size, w.torn = fi.Size(), false
+	head := make([]byte, min(4096, w.size))
+	if _, err := f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if len(head) == 0 || head[0] == 0 {
+		w.end, w.cycle = 0, ""
+		return nil
+	}
+	hs := scanWAL(head)
+	from := int64(0)
+	if w.end > 0 && hs.cycle == w.cycle {
+		from = w.end
+	}
+	w.cycle = hs.cycle
+	buf := make([]byte, 64<<10)
+	for off := from; ; {
+		n, err := f.ReadAt(buf, off)
+		if i := bytes.IndexByte(buf[:n], 0); i >= 0 {
+			w.end = off + int64(i)
+			break
+		}
+		off += int64(n)
+		if err != nil || n == 0 {
+			if !errors.Is(err, io.EOF) && err != nil {
+				return err
+			}
+			w.end = off // no zeros: a log written by appending (format 2)
+			break
+		}
+	}
+	if w.end > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], w.end-1); err != nil {
+			return err
+		}
+		w.torn = last[0] != '\n'
+	}
+	return nil
+}
+
+// writeZeros writes n zero bytes at off.
+func writeZeros(f afero.File, off, n int64) error {
+	zeros := make([]byte, min(n, walChunk))
+	for n > 0 {
+		k := min(n, int64(len(zeros)))
+		if _, err := f.WriteAt(zeros[:k], off); err != nil {
+			return err
+		}
+		off, n = off+k, n-k
 	}
 	return nil
 }
@@ -256,6 +386,10 @@ func syncFile(f afero.File) error {
 
 // checkpoint makes everything written so far durable and empties the log.
 func (ht *historyTx) checkpoint(h *fileHistory) error {
+	// Other processes learn of the emptied log through the change counter.
+	if err := ht.tx.beforeChange(); err != nil {
+		return err
+	}
 	w := h.wal
 	w.mu.Lock()
 	pos := w.appended // what the flush below covers
@@ -267,17 +401,49 @@ func (ht *historyTx) checkpoint(h *fileHistory) error {
 	w.durable = max(w.durable, pos)
 	w.cond.Broadcast()
 	w.mu.Unlock()
-	if err := truncate(ht.fs(), walName, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := w.empty(ht.fs()); err != nil {
+		w.end = -1
 		return err
 	}
-	h.wal.records.Store(0)
-	h.wal.due, h.wal.since = false, time.Time{}
+	w.records.Store(0)
+	w.due, w.since = false, time.Time{}
+	return nil
+}
+
+// empty writes zeros over the log's records and flushes them, keeping its size: the
+// next cycle's records overwrite only zeros, so no record of this cycle can be read as
+// one of the next. (A log that a crash may have left with bytes past its first zero is
+// emptied by truncate instead: see recoverWAL.)
+func (w *walState) empty(fsys FS) error {
+	f, err := fsys.OpenFile(walName, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		w.end, w.size, w.cycle, w.torn = 0, 0, "", false
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := w.locate(f); err != nil {
+		return err
+	}
+	if w.end == 0 {
+		return nil
+	}
+	if err := writeZeros(f, 0, w.end); err != nil {
+		return err
+	}
+	if err := syncFile(f); err != nil {
+		return err
+	}
+	w.end, w.cycle, w.torn = 0, "", false
 	return nil
 }
 
 // walScan reads the log: its header's boot, and its records with their outcomes.
 type walScan struct {
 	boot    string
+	cycle   string
 	format  int
 	from    uint64
 	records []walLine
@@ -286,7 +452,7 @@ type walScan struct {
 
 func scanWAL(data []byte) walScan {
 	s := walScan{settled: map[uint64]walLine{}}
-	for len(data) > 0 {
+	for len(data) > 0 && data[0] != 0 { // zeros: past the records
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			break // torn: never flushed, so never acknowledged
@@ -295,7 +461,7 @@ func scanWAL(data []byte) walScan {
 		if json.Unmarshal(data[:i], &l) == nil {
 			switch {
 			case l.WAL != 0:
-				s.boot, s.format, s.from = l.Boot, l.WAL, l.From
+				s.boot, s.format, s.from, s.cycle = l.Boot, l.WAL, l.From, l.Cycle
 			case l.G != 0:
 				s.records = append(s.records, l)
 			case l.Settle != 0:
@@ -329,7 +495,7 @@ func walNeedsRecovery(fsys FS, d durableFS) bool {
 		return false
 	}
 	s := scanWAL(head)
-	return s.boot != d.BootID()
+	return s.format != 0 && s.boot != d.BootID()
 }
 
 // recoverWAL brings the history, the kept contents and the files to what the log's records
@@ -479,7 +645,16 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 			return err
 		}
 	}
-	return ht.checkpoint(h)
+	if err := ht.checkpoint(h); err != nil {
+		return err
+	}
+	// The crash may have left bytes past the records' end (a page written back before the
+	// one before it): the next cycle starts from an empty file.
+	if err := truncate(fsys, walName, 0); err != nil {
+		return err
+	}
+	h.wal.end, h.wal.size, h.wal.cycle, h.wal.torn = 0, 0, "", false
+	return nil
 }
 
 // reconcile compares every file with the state the versions vs leave it in and returns,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
@@ -249,8 +251,8 @@ func TestWALEdgeCases(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(b) != 0 {
-		t.Errorf("after a redaction the log still holds %d bytes", len(b))
+	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(bytes.TrimRight(b, "\x00")) != 0 {
+		t.Errorf("after a redaction the log still holds %q", b)
 	}
 	if err := s.Update(ctx, func(tx *Tx) error {
 		return tx.WriteFile(MustResolve("/memories/s.md"), []byte("by memory-mcp"))
@@ -262,8 +264,8 @@ func TestWALEdgeCases(t *testing.T) {
 		t.Fatal("no record of the change")
 	}
 	s.Close()
-	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(b) != 0 {
-		t.Errorf("a clean close left %d bytes in the log", len(b))
+	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(bytes.TrimRight(b, "\x00")) != 0 {
+		t.Errorf("a clean close left records in the log: %q", b)
 	}
 
 	// As if the machine had crashed before the close, and someone edited the file by hand
@@ -526,5 +528,121 @@ func TestWALGroupCommit(t *testing.T) {
 	}
 	if n := g.syncs.Load(); n != 2 {
 		t.Errorf("%d flushes for 4 changes, want 2: a.md's, then one shared by the three made during it", n)
+	}
+}
+
+// crashDisk returns a copy of disk (a copy of a store's directory taken at a checkpoint) with
+// live's write-ahead log marked as written in an earlier boot: what a machine crash leaves
+// when it keeps the flushed log and nothing else written since the checkpoint.
+func crashDisk(t *testing.T, disk, live string) {
+	t.Helper()
+	wal, err := os.ReadFile(filepath.Join(live, walName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := []byte(`"boot":"` + bootID() + `"`)
+	if !bytes.Contains(wal, boot) {
+		t.Fatalf("the log names no boot: %.200q", wal)
+	}
+	wal = bytes.Replace(wal, boot, []byte(`"boot":"an earlier boot"`), 1)
+	if err := os.WriteFile(filepath.Join(disk, walName), wal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The log is written in advance: records overwrite zeros, so appending one does not change
+// the file's size, and the records end where the zeros start.
+func TestWALWrittenInAdvance(t *testing.T) {
+	needWAL(t)
+	dir := t.TempDir()
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var sizes []int64
+	for i := range 3 {
+		if err := s.Update(context.Background(), func(tx *Tx) error {
+			return tx.CreateFile(MustResolve(fmt.Sprintf("/memories/%d.md", i)), []byte("x"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, walName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, int64(len(b)))
+		records := bytes.TrimRight(b, "\x00")
+		if n := bytes.Count(records, []byte("\n")); n != i+2 || records[len(records)-1] != '\n' || bytes.IndexByte(records, 0) >= 0 {
+			t.Fatalf("after %d changes the log holds %d lines before its zeros, want a header and %d records", i+1, n, i+1)
+		}
+	}
+	if sizes[0] != walChunk || sizes[1] != sizes[0] || sizes[2] != sizes[0] {
+		t.Errorf("log sizes after each change: %v, want %d each (written in advance)", sizes, walChunk)
+	}
+}
+
+// Two stores on one directory (as two processes) append to one log: each finds where the
+// other's records end, also after the other emptied the log at a checkpoint, and after a
+// record a killed process left half-written. A crash of the machine then loses nothing any
+// of them acknowledged.
+func TestWALSharedBetweenStores(t *testing.T) {
+	needWAL(t)
+	live := t.TempDir()
+	open := func() *Store {
+		s, err := OpenOSStore(live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(), open()
+	ctx := context.Background()
+	create := func(s *Store, name string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx *Tx) error {
+			return tx.CreateFile(MustResolve("/memories/"+name), []byte(name+" content"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpoint := func(s *Store) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx *Tx) error {
+			return tx.t.(*aferoTx).History().(*historyTx).checkpoint(tx.t.(*aferoTx).s.history)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(a, "a1.md")
+	create(b, "b1.md")
+	create(a, "a2.md")
+	checkpoint(b)
+	disk := copyTree(t, live)
+	create(a, "a3.md") // a must see that b emptied the log
+	create(b, "b2.md")
+	// A record a killed process left half-written, at the end of the records.
+	f, err := os.OpenFile(filepath.Join(live, walName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(f)
+	end := int64(len(bytes.TrimRight(data, "\x00")))
+	f.WriteAt([]byte(`{"g":999,"v":[{"seq":999,"pa`), end)
+	f.Close()
+	create(a, "a4.md")
+	create(b, "b3.md")
+	want := treeOf(t, live)
+	crashDisk(t, disk, live)
+	a.Close()
+	b.Close()
+
+	r, err := OpenOSStore(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := treeOf(t, disk); !maps.Equal(got, want) {
+		t.Errorf("files after recovery:\n got %v\nwant %v", got, want)
 	}
 }
