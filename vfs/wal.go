@@ -67,6 +67,7 @@ const (
 	walFormat   = 3 // 2: the header's From; 3: written in advance (zeros), the header's Cycle
 	walMaxBytes = 64 << 20
 	walChunk    = 1 << 20 // the log grows by this much of zeros at a time
+	walShrink   = 4 << 20 // and a checkpoint cuts it back to one chunk past this
 	// walMaxAge lets the kernel write the files back by itself first (Linux does within
 	// about 30 s), so that the checkpoint's flush finds little left to write and holds the
 	// store's lock only briefly.
@@ -427,11 +428,22 @@ func (w *walState) empty(fsys FS) error {
 	if err := w.locate(f); err != nil {
 		return err
 	}
-	if w.end == 0 {
+	switch {
+	case w.size > walShrink:
+		// Grown by a burst (or a large content): back to one chunk.
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if err := writeZeros(f, 0, walChunk); err != nil {
+			return err
+		}
+		w.size = walChunk
+	case w.end == 0:
 		return nil
-	}
-	if err := writeZeros(f, 0, w.end); err != nil {
-		return err
+	default:
+		if err := writeZeros(f, 0, w.end); err != nil {
+			return err
+		}
 	}
 	if err := syncFile(f); err != nil {
 		return err

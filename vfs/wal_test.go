@@ -580,6 +580,24 @@ func TestWALWrittenInAdvance(t *testing.T) {
 	if sizes[0] != walChunk || sizes[1] != sizes[0] || sizes[2] != sizes[0] {
 		t.Errorf("log sizes after each change: %v, want %d each (written in advance)", sizes, walChunk)
 	}
+	// A large content grows the log by whole chunks; the checkpoint cuts it back to one.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 5<<20/16)
+	if err := s.Update(context.Background(), func(tx *Tx) error {
+		return tx.CreateFile(MustResolve("/memories/big.md"), big)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, walName)); fi.Size() <= walShrink || fi.Size()%walChunk != 0 {
+		t.Errorf("log of %d bytes after a 5 MiB record, want whole chunks past %d", fi.Size(), walShrink)
+	}
+	if err := s.Update(context.Background(), func(tx *Tx) error {
+		return tx.t.(*aferoTx).History().(*historyTx).checkpoint(tx.t.(*aferoTx).s.history)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(b) != walChunk || len(bytes.TrimRight(b, "\x00")) != 0 {
+		t.Errorf("after the checkpoint the log is %d bytes (%d before its zeros), want %d of zeros", len(b), len(bytes.TrimRight(b, "\x00")), walChunk)
+	}
 }
 
 // Two stores on one directory (as two processes) append to one log: each finds where the
