@@ -36,6 +36,8 @@ type OSFs struct {
 	root     *os.Root
 	rootInfo os.FileInfo // the directory root opened, to tell whether f.dir is still it
 
+	dirs dirCache // directories kept open while the storage lock is held
+
 	lockMu  sync.Mutex
 	lock    *os.File // the data lock; nil when it cannot be had (read-only storage without one)
 	gate    *os.File // the turnstile that a waiting writer holds (see LockStorage)
@@ -316,6 +318,10 @@ func (f *OSFs) Open(name string) (afero.File, error) { return f.OpenFile(name, o
 func (f *OSFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
 	var file *os.File
 	err := f.follow(name, true, func(n string) (err error) {
+		if fl, err, ok := f.openAt(n, flag, perm); ok {
+			file = fl
+			return err
+		}
 		file, err = f.root.OpenFile(n, flag|openNonblock, perm)
 		return err
 	})
@@ -324,38 +330,70 @@ func (f *OSFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, er
 
 // Remove removes a file or an empty directory.
 func (f *OSFs) Remove(name string) error {
-	return f.follow(name, false, func(n string) error { return f.root.Remove(n) })
+	return f.follow(name, false, func(n string) error {
+		defer f.dirs.forget(n)
+		if err, ok := f.removeAt(n); ok {
+			return err
+		}
+		return f.root.Remove(n)
+	})
 }
 
 // RemoveAll removes a path and everything below it.
 func (f *OSFs) RemoveAll(name string) error {
-	return f.follow(name, false, func(n string) error { return f.root.RemoveAll(n) })
+	return f.follow(name, false, func(n string) error {
+		defer f.dirs.forget(n)
+		return f.root.RemoveAll(n)
+	})
 }
 
 // Rename renames a file or directory, replacing an existing file at newname.
 func (f *OSFs) Rename(oldname, newname string) error {
-	return f.rename2(oldname, newname, f.root.Rename)
+	return f.rename2(oldname, newname, func(o, n string) error {
+		if err, ok := f.renameAt(o, n, 0); ok {
+			return err
+		}
+		return f.root.Rename(o, n)
+	})
 }
 
 // rename2 runs a two-name operation, following absolute links into the storage in the
-// parents of either name.
+// parents of either name. The directory cache forgets both names (and what is below).
 func (f *OSFs) rename2(oldname, newname string, op func(o, n string) error) error {
 	return f.follow(oldname, false, func(o string) error {
-		return f.follow(newname, false, func(n string) error { return op(o, n) })
+		return f.follow(newname, false, func(n string) error {
+			defer f.dirs.forget(o)
+			defer f.dirs.forget(n)
+			return op(o, n)
+		})
 	})
 }
 
 // Stat returns the file info, following symbolic links that stay inside the root.
 func (f *OSFs) Stat(name string) (os.FileInfo, error) {
 	var fi os.FileInfo
-	err := f.follow(name, true, func(n string) (err error) { fi, err = f.root.Stat(n); return err })
+	err := f.follow(name, true, func(n string) (err error) {
+		if info, err, ok := f.statAt(n, true); ok {
+			fi = info
+			return err
+		}
+		fi, err = f.root.Stat(n)
+		return err
+	})
 	return fi, err
 }
 
 // LstatIfPossible returns the file info without following a final symbolic link.
 func (f *OSFs) LstatIfPossible(name string) (os.FileInfo, bool, error) {
 	var fi os.FileInfo
-	err := f.follow(name, false, func(n string) (err error) { fi, err = f.root.Lstat(n); return err })
+	err := f.follow(name, false, func(n string) (err error) {
+		if info, err, ok := f.statAt(n, false); ok {
+			fi = info
+			return err
+		}
+		fi, err = f.root.Lstat(n)
+		return err
+	})
 	return fi, true, err
 }
 
@@ -459,6 +497,9 @@ func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (c Counters, err
 		}
 	}
 	if f.lock == nil {
+		if f.holders == 0 {
+			f.dirs.start()
+		}
 		f.holders++
 		f.lockMu.Unlock()
 		return c, nil
@@ -474,6 +515,7 @@ func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (c Counters, err
 		if err := flockWait(ctx, f.lock, exclusive); err != nil {
 			return c, err
 		}
+		f.dirs.start()
 	}
 	f.holders++
 	var buf [24]byte
@@ -516,7 +558,11 @@ func (f *OSFs) SetUsage(gen uint64, usage int64) error {
 func (f *OSFs) UnlockStorage() error {
 	f.lockMu.Lock()
 	defer f.lockMu.Unlock()
-	if f.holders--; f.holders > 0 || f.lock == nil {
+	if f.holders--; f.holders > 0 {
+		return nil
+	}
+	f.dirs.stop()
+	if f.lock == nil {
 		return nil
 	}
 	return funlock(f.lock)

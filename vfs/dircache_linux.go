@@ -1,0 +1,213 @@
+package vfs
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// dirCache keeps the directories used while the storage lock is held open, so that a change
+// opens each directory once, not once per operation: os.Root opens every parent of a name
+// on every call, and a change with history makes a dozen calls in the history's
+// directories alone. The directories are opened through the root (so the jail holds); the
+// operations then name only a final element relative to them, with O_NOFOLLOW, and anything
+// that meets a symbolic link there goes the os.Root way. The cache lives from the first
+// holder of the lock to the last (see LockStorage), and forgets a directory that this
+// process renames or removes. An edit by hand that moves a directory while a transaction
+// runs is a race either way: the operation then lands in the moved directory.
+type dirCache struct {
+	mu      sync.Mutex
+	active  bool
+	dirs    map[string]*os.File
+	opened  map[string]int // this period: directory → times opened (tests read it)
+	periods int            // lock periods begun (tests read it)
+}
+
+// start begins a lock period.
+func (c *dirCache) start() {
+	c.mu.Lock()
+	c.active = true
+	c.opened = map[string]int{}
+	c.periods++
+	c.mu.Unlock()
+}
+
+// stop ends it, closing the directories.
+func (c *dirCache) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.active = false
+	for k, d := range c.dirs {
+		d.Close()
+		delete(c.dirs, k)
+	}
+}
+
+// forget drops the directory n and those below it (after a rename or removal of n).
+func (c *dirCache) forget(n string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, d := range c.dirs {
+		if k == n || strings.HasPrefix(k, n+"/") || n == "." {
+			d.Close()
+			delete(c.dirs, k)
+		}
+	}
+}
+
+// at returns a descriptor of the directory that holds the os.Root name n, and n's final
+// element; ok is false outside a lock period or when n has no parent to open.
+func (f *OSFs) at(n string) (dirfd int, base string, ok bool) {
+	dir, base := path.Split(n)
+	if base == "" || base == "." || base == ".." {
+		return 0, "", false
+	}
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	c := &f.dirs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return 0, "", false
+	}
+	d, ok := c.dirs[dir]
+	if !ok {
+		var err error
+		if d, err = f.root.OpenFile(dir, openDir, 0); err != nil {
+			return 0, "", false // the os.Root way reports it
+		}
+		if c.dirs == nil {
+			c.dirs = map[string]*os.File{}
+		}
+		c.dirs[dir] = d
+		c.opened[dir]++
+	}
+	return int(d.Fd()), base, true
+}
+
+// openAt is OpenFile's way through the cache; ok is false where it does not apply.
+func (f *OSFs) openAt(n string, flag int, perm os.FileMode) (file *os.File, err error, ok bool) {
+	dirfd, base, ok := f.at(n)
+	if !ok {
+		return nil, nil, false
+	}
+	fd, err := unix.Openat(dirfd, base, flag|openNonblock|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	for err == unix.EINTR {
+		fd, err = unix.Openat(dirfd, base, flag|openNonblock|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	}
+	if err == unix.ELOOP {
+		return nil, nil, false // a symbolic link: the os.Root way follows it, inside the root
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: n, Err: err}, true
+	}
+	return os.NewFile(uintptr(fd), "/"+n), nil, true
+}
+
+// statAt is Lstat (or, with follow, Stat) through the cache; ok is false where it does not
+// apply (for Stat, a symbolic link).
+func (f *OSFs) statAt(n string, follow bool) (os.FileInfo, error, bool) {
+	dirfd, base, ok := f.at(n)
+	if !ok {
+		return nil, nil, false
+	}
+	var st unix.Stat_t
+	err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: n, Err: err}, true
+	}
+	fi := &statInfo{name: base, st: st}
+	if follow && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, nil, false
+	}
+	return fi, nil, true
+}
+
+// removeAt is Remove through the cache.
+func (f *OSFs) removeAt(n string) (error, bool) {
+	dirfd, base, ok := f.at(n)
+	if !ok {
+		return nil, false
+	}
+	err := unix.Unlinkat(dirfd, base, 0)
+	if err == unix.EISDIR || err == unix.EPERM {
+		if derr := unix.Unlinkat(dirfd, base, unix.AT_REMOVEDIR); derr != unix.ENOTDIR {
+			err = derr
+		}
+	}
+	if err != nil {
+		return &fs.PathError{Op: "remove", Path: n, Err: err}, true
+	}
+	return nil, true
+}
+
+// renameAt is a rename through the cache, with renameat2's flags (RENAME_NOREPLACE); ok is
+// false where it does not apply, or where the filesystem lacks the flag.
+func (f *OSFs) renameAt(o, n string, flags uint) (error, bool) {
+	ofd, obase, ok := f.at(o)
+	if !ok {
+		return nil, false
+	}
+	nfd, nbase, ok := f.at(n)
+	if !ok {
+		return nil, false
+	}
+	err := unix.Renameat2(ofd, obase, nfd, nbase, flags)
+	if flags != 0 && unsupported(err) {
+		return nil, false
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: o, New: n, Err: err}, true
+	}
+	return nil, true
+}
+
+// statInfo is an os.FileInfo from fstatat.
+type statInfo struct {
+	name string
+	st   unix.Stat_t
+}
+
+func (s *statInfo) Name() string       { return s.name }
+func (s *statInfo) Size() int64        { return s.st.Size }
+func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s *statInfo) Sys() any           { return &s.st }
+
+func (s *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(s.st.Mode & 0o777)
+	switch s.st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		m |= fs.ModeDir
+	case syscall.S_IFLNK:
+		m |= fs.ModeSymlink
+	case syscall.S_IFIFO:
+		m |= fs.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		m |= fs.ModeSocket
+	case syscall.S_IFBLK:
+		m |= fs.ModeDevice
+	case syscall.S_IFCHR:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	}
+	if s.st.Mode&syscall.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if s.st.Mode&syscall.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if s.st.Mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+const renameNoReplaceFlag = unix.RENAME_NOREPLACE

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package vfs
+
+import "os"
+
+// dirCache is Linux's (see dircache_linux.go); elsewhere every operation goes through the
+// os.Root.
+type dirCache struct{}
+
+func (c *dirCache) start()        {}
+func (c *dirCache) stop()         {}
+func (c *dirCache) forget(string) {}
+
+func (f *OSFs) openAt(string, int, os.FileMode) (*os.File, error, bool) { return nil, nil, false }
+func (f *OSFs) statAt(string, bool) (os.FileInfo, error, bool)          { return nil, nil, false }
+func (f *OSFs) removeAt(string) (error, bool)                           { return nil, false }
+func (f *OSFs) renameAt(string, string, uint) (error, bool)             { return nil, false }
+
+const renameNoReplaceFlag = 0
