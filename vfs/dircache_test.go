@@ -88,3 +88,49 @@ func TestOSDirectoriesOpenedOncePerChange(t *testing.T) {
 		t.Errorf("%d directories still open after the transactions", n)
 	}
 }
+
+// Through the directory cache, a final symbolic link is still followed only inside the
+// storage: one that leads outside is refused, one inside works.
+func TestOSDirectoryCacheKeepsTheJail(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(outside, []byte("host secret"), 0o600)
+	os.WriteFile(filepath.Join(dir, "inside.md"), []byte("inside"), 0o600)
+	os.Symlink(outside, filepath.Join(dir, "out"))
+	os.Symlink("inside.md", filepath.Join(dir, "in"))
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osfs.Close()
+	if _, err := osfs.LockStorage(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	defer osfs.UnlockStorage()
+	for _, flag := range []int{os.O_RDONLY, os.O_WRONLY | os.O_APPEND, os.O_RDWR | os.O_CREATE} {
+		if f, err := osfs.OpenFile("out", flag, 0o600); err == nil {
+			f.Close()
+			t.Errorf("opening a link that leads outside (flags %#x) succeeded", flag)
+		}
+	}
+	if _, err := osfs.Stat("out"); err == nil {
+		t.Error("Stat followed a link that leads outside")
+	}
+	if fi, _, err := osfs.LstatIfPossible("out"); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("Lstat of the link: %v, %v", fi, err)
+	}
+	f, err := osfs.OpenFile("in", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatalf("a link inside the storage: %v", err)
+	}
+	f.Close()
+	if b, _ := os.ReadFile(outside); string(b) != "host secret" {
+		t.Errorf("the file outside changed: %q", b)
+	}
+	osfs.dirs.mu.Lock()
+	used := osfs.dirs.opened["."]
+	osfs.dirs.mu.Unlock()
+	if used != 1 {
+		t.Errorf("the cache was not used (root opened %d times)", used)
+	}
+}
