@@ -339,14 +339,30 @@ func BenchmarkMemoryBackend50k(b *testing.B) {
 	})
 }
 
-// BenchmarkDurableChange creates and edits small files in an os store, durable both ways:
-// with the write-ahead log (one flush per change, the default on Linux) and with every
-// change flushing its own files (vfs.FlushEachChange, the way elsewhere).
+// durableWays are the two ways an os store makes changes durable: the write-ahead log (one
+// flush per change, shared, the default on Linux) and every change flushing its own files
+// (vfs.FlushEachChange, the way elsewhere).
+var durableWays = []struct {
+	name string
+	opts []vfs.Option
+}{{"write-ahead-log", nil}, {"flush-each-change", []vfs.Option{vfs.FlushEachChange()}}}
+
+// createAndEdit creates the file p and edits it, the round of the durable benchmarks; it
+// returns the text of a failure, or "".
+func createAndEdit(h *handlers.Handlers, p string) string {
+	if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": p, "file_text": "a new memory"}); res.IsError {
+		return res.Text
+	}
+	if res := h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": "new", "new_str": "newer"}); res.IsError {
+		return res.Text
+	}
+	return ""
+}
+
+// BenchmarkDurableChange creates and edits small files in an os store, durable both ways
+// (durableWays).
 func BenchmarkDurableChange(b *testing.B) {
-	for _, way := range []struct {
-		name string
-		opts []vfs.Option
-	}{{"write-ahead-log", nil}, {"flush-each-change", []vfs.Option{vfs.FlushEachChange()}}} {
+	for _, way := range durableWays {
 		s, err := vfs.OpenOSStore(b.TempDir(), way.opts...)
 		if err != nil {
 			b.Fatal(err)
@@ -356,12 +372,8 @@ func BenchmarkDurableChange(b *testing.B) {
 		b.Run(way.name, func(b *testing.B) {
 			for b.Loop() {
 				i++
-				p := fmt.Sprintf("/memories/d%d/%d.md", i%10, i)
-				if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": p, "file_text": "a new memory"}); res.IsError {
-					b.Fatal(res.Text)
-				}
-				if res := h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": "new", "new_str": "newer"}); res.IsError {
-					b.Fatal(res.Text)
+				if msg := createAndEdit(h, fmt.Sprintf("/memories/d%d/%d.md", i%10, i)); msg != "" {
+					b.Fatal(msg)
 				}
 			}
 		})
@@ -374,10 +386,7 @@ func BenchmarkDurableChange(b *testing.B) {
 // BenchmarkDurableChange. With the write-ahead log, the writers share its flushes (group
 // commit) and none holds the store's lock across one. It reports changes/s.
 func BenchmarkDurableWriters32(b *testing.B) {
-	for _, way := range []struct {
-		name string
-		opts []vfs.Option
-	}{{"write-ahead-log", nil}, {"flush-each-change", []vfs.Option{vfs.FlushEachChange()}}} {
+	for _, way := range durableWays {
 		s, err := vfs.OpenOSStore(b.TempDir(), way.opts...)
 		if err != nil {
 			b.Fatal(err)
@@ -390,13 +399,8 @@ func BenchmarkDurableWriters32(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := next.Add(1)
-					p := fmt.Sprintf("/memories/w%d/%d.md", i%32, i)
-					if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": p, "file_text": "a new memory"}); res.IsError {
-						b.Error(res.Text)
-						return
-					}
-					if res := h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": "new", "new_str": "newer"}); res.IsError {
-						b.Error(res.Text)
+					if msg := createAndEdit(h, fmt.Sprintf("/memories/w%d/%d.md", i%32, i)); msg != "" {
+						b.Error(msg)
 						return
 					}
 				}

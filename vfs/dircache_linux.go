@@ -22,19 +22,17 @@ import (
 // process renames or removes. An edit by hand that moves a directory while a transaction
 // runs is a race either way: the operation then lands in the moved directory.
 type dirCache struct {
-	mu      sync.Mutex
-	active  bool
-	dirs    map[string]*os.File
-	opened  map[string]int // this period: directory → times opened (tests read it)
-	periods int            // lock periods begun (tests read it)
+	mu     sync.Mutex
+	active bool
+	dirs   map[string]*os.File
+	opened map[string]int // this period: directory → times opened (tests read it)
 }
 
 // start begins a lock period.
 func (c *dirCache) start() {
 	c.mu.Lock()
 	c.active = true
-	c.opened = map[string]int{}
-	c.periods++
+	clear(c.opened)
 	c.mu.Unlock()
 }
 
@@ -85,7 +83,7 @@ func (f *OSFs) at(n string) (dirfd int, base string, ok bool) {
 			return 0, "", false // the os.Root way reports it
 		}
 		if c.dirs == nil {
-			c.dirs = map[string]*os.File{}
+			c.dirs, c.opened = map[string]*os.File{}, map[string]int{}
 		}
 		c.dirs[dir] = d
 		c.opened[dir]++

@@ -340,87 +340,71 @@ func (ht *historyTx) holds(p string, d Digest) bool {
 
 // appendLines appends lines to the log (creating it with its header), flushing it with
 // sync. A failure leaves h to be loaded again, which cuts off a torn line.
-func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) error {
-	var flush func(afero.File) error
-	if sync {
-		flush = afero.File.Sync
-	}
-	header := func() any {
-		h.offset, h.epoch = 0, newEpoch()
-		return logLine{History: historyFormat, Epoch: h.epoch}
-	}
-	values := make([]any, len(lines))
-	for i := range lines {
-		values[i] = &lines[i]
-	}
-	_, written, err := ht.appendJSON(h, historyLogName, flush, header, values...)
-	if err != nil {
-		h.loaded = false
-		return err
-	}
-	h.offset += written
-	ht.wrote = true
-	return nil
-}
-
-// appendJSON appends values, one JSON line each, to the bookkeeping file name, creating
-// it (and the history's directories, should they have gone) with header's line first, and
-// flushes it with flush when given. It returns the file's size before and the bytes
-// written.
-func (ht *historyTx) appendJSON(h *fileHistory, name string, flush func(afero.File) error, header func() any, values ...any) (before, written int64, err error) {
-	if err := ht.makeDirs(h); err != nil {
-		return 0, 0, err
-	}
-	open := func() (afero.File, error) {
-		return ht.fs().OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	}
-	f, err := open()
-	if errors.Is(err, fs.ErrNotExist) {
-		// The history's directory went away (with the storage directory, which was then
-		// made again): the history starts anew.
-		h.dirsMade = false
-		if err = ht.makeDirs(h); err == nil {
-			f, err = open()
+func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (err error) {
+	defer func() {
+		if err != nil {
+			h.loaded = false
 		}
-	}
+	}()
+	f, err := ht.openBookkeeping(h, historyLogName, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return 0, 0, err
+		return err
 	}
-	before = fi.Size()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if before == 0 {
-		values = append([]any{header()}, values...)
+	newFile := fi.Size() == 0
+	if newFile {
+		h.offset, h.epoch = 0, newEpoch()
+		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch}}, lines...)
 	}
-	for _, v := range values {
-		if err := enc.Encode(v); err != nil {
+	for i := range lines {
+		if err := enc.Encode(&lines[i]); err != nil {
 			f.Close()
-			return 0, 0, err
+			return err
 		}
 	}
 	_, err = f.Write(buf.Bytes())
-	if err == nil && flush != nil {
-		err = flush(f)
+	if err == nil && sync {
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
-	if before == 0 {
+	if newFile {
 		// A new file: its directory entry must last too.
 		if err := ht.fs().SyncDir(historyDir); err != nil {
-			return 0, 0, err
+			return err
 		}
 	}
-	return before, int64(buf.Len()), nil
+	h.offset += int64(buf.Len())
+	ht.wrote = true
+	return nil
+}
+
+// openBookkeeping opens (creating it) the history's file name with flag, making the
+// history's directories first: again should they have gone (with the storage directory,
+// which was then made again), and the history then starts anew.
+func (ht *historyTx) openBookkeeping(h *fileHistory, name string, flag int) (afero.File, error) {
+	if err := ht.makeDirs(h); err != nil {
+		return nil, err
+	}
+	f, err := ht.fs().OpenFile(name, flag|os.O_CREATE, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		h.dirsMade = false
+		if err = ht.makeDirs(h); err == nil {
+			f, err = ht.fs().OpenFile(name, flag|os.O_CREATE, 0o600)
+		}
+	}
+	return f, err
 }
 
 func newEpoch() string {

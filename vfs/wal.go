@@ -235,18 +235,8 @@ func (w *walState) close() {
 // before any change it covers touches the files (see the top of this file); from is the
 // last group that checkpoint covered.
 func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bool) error {
-	if err := ht.makeDirs(h); err != nil {
-		return err
-	}
 	w := h.wal
-	open := func() (afero.File, error) { return ht.fs().OpenFile(walName, os.O_RDWR|os.O_CREATE, 0o600) }
-	f, err := open()
-	if errors.Is(err, fs.ErrNotExist) {
-		h.dirsMade = false // the history's directory went away: make it again
-		if err = ht.makeDirs(h); err == nil {
-			f, err = open()
-		}
-	}
+	f, err := ht.openBookkeeping(h, walName, os.O_RDWR)
 	if err != nil {
 		return err
 	}
@@ -338,7 +328,7 @@ func (w *walState) locate(f afero.File) error {
 		from = w.end
 	}
 	w.cycle = hs.cycle
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 4096) // the end is usually in the first page read
 	for off := from; ; {
 		n, err := f.ReadAt(buf, off)
 		if i := bytes.IndexByte(buf[:n], 0); i >= 0 {
@@ -386,7 +376,10 @@ func syncFile(f afero.File) error {
 }
 
 // checkpoint makes everything written so far durable and empties the log.
-func (ht *historyTx) checkpoint(h *fileHistory) error {
+func (ht *historyTx) checkpoint(h *fileHistory) error { return ht.checkpointLog(h, false) }
+
+// checkpointLog is checkpoint; with cut the log is truncated rather than zeroed (see empty).
+func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 	// Other processes learn of the emptied log through the change counter.
 	if err := ht.tx.beforeChange(); err != nil {
 		return err
@@ -402,7 +395,7 @@ func (ht *historyTx) checkpoint(h *fileHistory) error {
 	w.durable = max(w.durable, pos)
 	w.cond.Broadcast()
 	w.mu.Unlock()
-	if err := w.empty(ht.fs()); err != nil {
+	if err := w.empty(ht.fs(), cut); err != nil {
 		w.end = -1
 		return err
 	}
@@ -413,9 +406,16 @@ func (ht *historyTx) checkpoint(h *fileHistory) error {
 
 // empty writes zeros over the log's records and flushes them, keeping its size: the
 // next cycle's records overwrite only zeros, so no record of this cycle can be read as
-// one of the next. (A log that a crash may have left with bytes past its first zero is
-// emptied by truncate instead: see recoverWAL.)
-func (w *walState) empty(fsys FS) error {
+// one of the next. With cut it truncates the log instead, for a log that a crash may have
+// left with bytes past its first zero (a page written back before the one before it).
+func (w *walState) empty(fsys FS, cut bool) error {
+	if cut {
+		if err := truncate(fsys, walName, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		w.end, w.size, w.cycle, w.torn = 0, 0, "", false
+		return nil
+	}
 	f, err := fsys.OpenFile(walName, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		w.end, w.size, w.cycle, w.torn = 0, 0, "", false
@@ -657,16 +657,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 			return err
 		}
 	}
-	if err := ht.checkpoint(h); err != nil {
-		return err
-	}
-	// The crash may have left bytes past the records' end (a page written back before the
-	// one before it): the next cycle starts from an empty file.
-	if err := truncate(fsys, walName, 0); err != nil {
-		return err
-	}
-	h.wal.end, h.wal.size, h.wal.cycle, h.wal.torn = 0, 0, "", false
-	return nil
+	return ht.checkpointLog(h, true)
 }
 
 // reconcile compares every file with the state the versions vs leave it in and returns,
