@@ -585,6 +585,11 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 
 	// The files: each path the records touched, in order, passes through states (absent,
 	// or a content); a file that shows one of them, but not the last, is set to the last.
+	// So is a file whose content the disk did not keep: the files are written without
+	// flushes, and a crash before the checkpoint can leave a name whose data never reached
+	// the disk: empty with delayed allocation, zeros on some filesystems. (An absent file is
+	// not taken for one: a change that was never acknowledged may have removed it.) A file
+	// that shows anything else was edited by hand since and is left alone.
 	type state struct {
 		exists bool
 		sum    Digest
@@ -617,13 +622,15 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		states := paths[p]
 		name := Path{clean: p}.Name()
 		var now state
+		lost := false // empty or zeros
 		if data, err := readAll(fsys, name); err == nil {
 			now = state{true, DigestOf(data)}
+			lost = !slices.ContainsFunc(data, func(b byte) bool { return b != 0 })
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			continue // not a file (a directory made since, say): left alone
 		}
 		last := states[len(states)-1]
-		if now == last || !slices.Contains(states, now) {
+		if now == last || !slices.Contains(states, now) && !lost {
 			continue
 		}
 		if !last.exists {
