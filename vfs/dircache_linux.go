@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/afero"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,23 +92,32 @@ func (f *OSFs) at(n string) (dirfd int, base string, ok bool) {
 	return int(d.Fd()), base, true
 }
 
-// openAt is OpenFile's way through the cache; ok is false where it does not apply.
-func (f *OSFs) openAt(n string, flag int, perm os.FileMode) (file *os.File, err error, ok bool) {
+// openAt is OpenFile's way through the cache; ok is false where it does not apply. A
+// regular file comes back as reg (an fdFile shown as shown), anything else as file.
+func (f *OSFs) openAt(n, shown string, flag int, perm os.FileMode) (reg afero.File, file *os.File, err error, ok bool) {
 	dirfd, base, ok := f.at(n)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	fd, err := unix.Openat(dirfd, base, flag|openNonblock|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 	for err == unix.EINTR {
 		fd, err = unix.Openat(dirfd, base, flag|openNonblock|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 	}
 	if err == unix.ELOOP {
-		return nil, nil, false // a symbolic link: the os.Root way follows it, inside the root
+		return nil, nil, nil, false // a symbolic link: the os.Root way follows it, inside the root
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: n, Err: err}, true
+		return nil, nil, &fs.PathError{Op: "open", Path: n, Err: err}, true
 	}
-	return os.NewFile(uintptr(fd), "/"+n), nil, true
+	r := &fdFile{fd: fd, name: shown, append: flag&os.O_APPEND != 0}
+	if _, err := retry(func() (int, error) { return 0, unix.Fstat(fd, &r.st) }); err != nil {
+		unix.Close(fd)
+		return nil, nil, &fs.PathError{Op: "stat", Path: n, Err: err}, true
+	}
+	if r.st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		return r, nil, nil, true
+	}
+	return nil, os.NewFile(uintptr(fd), "/"+n), nil, true // f.file checks what it is
 }
 
 // statAt is Lstat (or, with follow, Stat) through the cache; ok is false where it does not

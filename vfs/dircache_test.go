@@ -4,10 +4,13 @@ package vfs
 
 import (
 	"context"
+	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -132,5 +135,148 @@ func TestOSDirectoryCacheKeepsTheJail(t *testing.T) {
 	osfs.dirs.mu.Unlock()
 	if used != 1 {
 		t.Errorf("the cache was not used (root opened %d times)", used)
+	}
+}
+
+// A regular file opened through the cache is used by its descriptor alone (fdFile); it
+// behaves as the *os.File it replaces: sizes after writes, end of file, no WriteAt on an
+// appending file, the storage's name, errors once closed. A fifo is still refused, and a
+// directory still lists.
+func TestOSRegularFilesThroughTheCache(t *testing.T) {
+	dir := t.TempDir()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osfs.Close()
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "d", "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := osfs.LockStorage(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	defer osfs.UnlockStorage()
+
+	f, err := osfs.OpenFile("d/a.md", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.(*fdFile); !ok {
+		t.Fatalf("a regular file opened in a lock period is a %T, want *fdFile", f)
+	}
+	if f.Name() != "/d/a.md" {
+		t.Errorf("Name() = %q, want the storage's name /d/a.md", f.Name())
+	}
+	size := func() int64 {
+		t.Helper()
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if s := size(); s != 0 {
+		t.Errorf("size at the open %d, want 0", s)
+	}
+	if _, err := f.WriteString("hello, world"); err != nil {
+		t.Fatal(err)
+	}
+	if s := size(); s != 12 {
+		t.Errorf("size after a write %d, want 12", s)
+	}
+	if _, err := f.WriteAt([]byte("HELLO"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(5); err != nil {
+		t.Fatal(err)
+	}
+	if s := size(); s != 5 {
+		t.Errorf("size after a truncation %d, want 5", s)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(f); err != nil || string(b) != "HELLO" {
+		t.Errorf("read back %q, %v; want HELLO", b, err)
+	}
+	if n, err := f.Read(make([]byte, 4)); n != 0 || err != io.EOF {
+		t.Errorf("read at the end: %d, %v; want 0, EOF", n, err)
+	}
+	buf := make([]byte, 8)
+	if n, err := f.ReadAt(buf, 2); n != 3 || err != io.EOF || string(buf[:n]) != "LLO" {
+		t.Errorf("ReadAt past the end: %d %q, %v; want 3 LLO, EOF", n, buf[:n], err)
+	}
+	if _, err := f.Readdirnames(-1); err == nil {
+		t.Error("Readdirnames of a regular file succeeded")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("a second Close gave %v, want os.ErrClosed", err)
+	}
+	if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Stat after Close gave %v, want os.ErrClosed", err)
+	}
+
+	a, err := osfs.OpenFile("d/a.md", os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WriteAt([]byte("x"), 0); err == nil {
+		t.Error("WriteAt on a file opened to append succeeded")
+	}
+	a.Write([]byte("!"))
+	a.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, "d", "a.md")); string(b) != "HELLO!" {
+		t.Errorf("after the append the file holds %q, want HELLO!", b)
+	}
+
+	if _, err := osfs.OpenFile("d/fifo", os.O_RDONLY, 0); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("opening a fifo gave %v, want ErrNotRegular", err)
+	}
+	d, err := osfs.Open("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if slices.Sort(names); err != nil || !slices.Equal(names, []string{"a.md", "fifo"}) {
+		t.Errorf("the directory lists %v, %v", names, err)
+	}
+}
+
+// BenchmarkOSOpenRead opens, reads and closes a small file in a lock period, as a change
+// does a dozen times (the directory cache's way).
+func BenchmarkOSOpenRead(b *testing.B) {
+	dir := b.TempDir()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer osfs.Close()
+	if err := os.WriteFile(filepath.Join(dir, "a.md"), make([]byte, 100), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := osfs.LockStorage(context.Background(), false); err != nil {
+		b.Fatal(err)
+	}
+	defer osfs.UnlockStorage()
+	for b.Loop() {
+		f, err := osfs.Open("a.md")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if fi, err := f.Stat(); err != nil || fi.Size() != 100 {
+			b.Fatal(fi, err)
+		}
+		if _, err := io.ReadAll(f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
 	}
 }

@@ -209,8 +209,11 @@ func (f *OSFs) file(name string, file *os.File, err error) (afero.File, error) {
 		file.Close()
 		return nil, &fs.PathError{Op: "open", Path: rel(name), Err: ErrNotRegular}
 	}
-	return osFile{File: file, name: "/" + strings.TrimPrefix(rel(name), ".")}, nil
+	return osFile{File: file, name: shownName(name)}, nil
 }
+
+// shownName is the name an opened file reports: the storage's, never the host's.
+func shownName(name string) string { return "/" + strings.TrimPrefix(rel(name), ".") }
 
 // follow runs op on the name, and once more on the name with absolute symbolic links into
 // the storage rewritten (see resolveLinks) when os.Root refused it as an escape.
@@ -317,14 +320,18 @@ func (f *OSFs) Open(name string) (afero.File, error) { return f.OpenFile(name, o
 // OpenFile opens a file with the given flags, never blocking (see OSFs).
 func (f *OSFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
 	var file *os.File
+	var reg afero.File
 	err := f.follow(name, true, func(n string) (err error) {
-		if fl, err, ok := f.openAt(n, flag, perm); ok {
-			file = fl
+		if r, fl, err, ok := f.openAt(n, shownName(name), flag, perm); ok {
+			reg, file = r, fl
 			return err
 		}
 		file, err = f.root.OpenFile(n, flag|openNonblock, perm)
 		return err
 	})
+	if err == nil && reg != nil {
+		return reg, nil
+	}
 	return f.file(name, file, err)
 }
 

@@ -372,6 +372,9 @@ func syncFile(f afero.File) error {
 	if of, ok := f.(osFile); ok {
 		return datasync(of.File)
 	}
+	if ds, ok := f.(interface{ DataSync() error }); ok {
+		return ds.DataSync()
+	}
 	return f.Sync()
 }
 
