@@ -19,8 +19,8 @@ func (c *dirCache) forget(string) {}
 func (f *OSFs) openAt(string, string, int, os.FileMode) (afero.File, *os.File, error, bool) {
 	return nil, nil, nil, false
 }
-func (f *OSFs) statAt(string, bool) (os.FileInfo, error, bool)          { return nil, nil, false }
-func (f *OSFs) removeAt(string) (error, bool)                           { return nil, false }
-func (f *OSFs) renameAt(string, string, uint) (error, bool)             { return nil, false }
+func (f *OSFs) statAt(string, bool) (os.FileInfo, error, bool) { return nil, nil, false }
+func (f *OSFs) removeAt(string) (error, bool)                  { return nil, false }
+func (f *OSFs) renameAt(string, string, uint) (error, bool)    { return nil, false }
 
 const renameNoReplaceFlag = 0
