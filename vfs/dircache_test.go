@@ -213,6 +213,16 @@ func TestOSRegularFilesThroughTheCache(t *testing.T) {
 	if _, err := f.Readdirnames(-1); err == nil {
 		t.Error("Readdirnames of a regular file succeeded")
 	}
+	// A file kept open sees its name removed (the write-ahead log's flusher relies on it).
+	if err := os.Remove(filepath.Join(dir, "d", "a.md")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := f.Stat(); err != nil || !unlinked(fi) {
+		t.Errorf("Stat after the file was removed: %v, %v; want no links left", fi, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "d", "a.md"), []byte("HELLO"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

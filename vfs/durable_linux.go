@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +41,13 @@ func datasync(f *os.File) error {
 }
 
 // unlinked reports whether the file described by fi has no name left (it was removed).
+// An *os.File's status is a syscall.Stat_t, an fdFile's a unix.Stat_t.
 func unlinked(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*unix.Stat_t)
-	return ok && st.Nlink == 0
+	switch st := fi.Sys().(type) {
+	case *syscall.Stat_t:
+		return st.Nlink == 0
+	case *unix.Stat_t:
+		return st.Nlink == 0
+	}
+	return false
 }

@@ -19,7 +19,7 @@ type fdFile struct {
 	fd     int
 	name   string // as the storage shows it
 	append bool
-	st     unix.Stat_t // from the open, until the first write
+	st     unix.Stat_t // read at the open; serves the first Stat if nothing was written
 	stale  bool
 }
 
@@ -128,7 +128,9 @@ func (f *fdFile) Seek(offset int64, whence int) (int64, error) {
 	return off, nil
 }
 
-// Stat returns the file's status; until the file is written, the one read at the open.
+// Stat returns the file's status. The first call, if nothing was written since the open,
+// returns the status read at the open (open, Stat, read is the common way); every later
+// call reads it again, so a file kept open sees its size, links and times change.
 func (f *fdFile) Stat() (os.FileInfo, error) {
 	if f.fd < 0 {
 		return nil, f.pathErr("stat", os.ErrClosed)
@@ -137,8 +139,8 @@ func (f *fdFile) Stat() (os.FileInfo, error) {
 		if _, err := retry(func() (int, error) { return 0, unix.Fstat(f.fd, &f.st) }); err != nil {
 			return nil, f.pathErr("stat", err)
 		}
-		f.stale = false
 	}
+	f.stale = true
 	return &statInfo{name: baseName(f.name), st: f.st}, nil
 }
 
