@@ -12,6 +12,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/spf13/afero"
 )
 
 // A change opens each directory it uses once (os.Root alone opens every parent on every
@@ -92,15 +94,21 @@ func TestOSDirectoriesOpenedOncePerChange(t *testing.T) {
 	}
 }
 
-// Through the directory cache, a final symbolic link is still followed only inside the
-// storage: one that leads outside is refused, one inside works.
+// Through the directory cache, a symbolic link is still followed only inside the storage,
+// as a final element or as a directory on the way: one that leads outside is refused, one
+// inside works.
 func TestOSDirectoryCacheKeepsTheJail(t *testing.T) {
 	dir := t.TempDir()
-	outside := filepath.Join(t.TempDir(), "secret")
+	hostDir := t.TempDir()
+	outside := filepath.Join(hostDir, "secret")
 	os.WriteFile(outside, []byte("host secret"), 0o600)
 	os.WriteFile(filepath.Join(dir, "inside.md"), []byte("inside"), 0o600)
 	os.Symlink(outside, filepath.Join(dir, "out"))
 	os.Symlink("inside.md", filepath.Join(dir, "in"))
+	os.MkdirAll(filepath.Join(dir, "real", "sub"), 0o700)
+	os.WriteFile(filepath.Join(dir, "real", "sub", "n.md"), []byte("nested"), 0o600)
+	os.Symlink("real", filepath.Join(dir, "indir"))   // a directory link inside
+	os.Symlink(hostDir, filepath.Join(dir, "outdir")) // one leading outside
 	osfs, err := NewOSFs(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +135,24 @@ func TestOSDirectoryCacheKeepsTheJail(t *testing.T) {
 		t.Fatalf("a link inside the storage: %v", err)
 	}
 	f.Close()
+	for _, name := range []string{"outdir/secret", "outdir/new.md"} {
+		if f, err := osfs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+			f.Close()
+			t.Errorf("opening %s, through a directory link that leads outside, succeeded", name)
+		}
+		if _, err := osfs.Stat(name); err == nil && name == "outdir/secret" {
+			t.Errorf("Stat of %s went through a directory link that leads outside", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(hostDir, "new.md")); err == nil {
+		t.Error("a file was created outside the storage")
+	}
+	for _, name := range []string{"indir/sub/n.md", "real/sub/n.md"} {
+		b, err := afero.ReadFile(osfs, name)
+		if err != nil || string(b) != "nested" {
+			t.Errorf("reading %s: %q, %v", name, b, err)
+		}
+	}
 	if b, _ := os.ReadFile(outside); string(b) != "host secret" {
 		t.Errorf("the file outside changed: %q", b)
 	}
