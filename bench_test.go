@@ -132,6 +132,14 @@ func BenchmarkStdio(b *testing.B) {
 				c.roundTrip(b, req)
 			}
 		})
+		// The same call as a 2026-era client sends it: its protocol in _meta.
+		run("noop-2026", func(b *testing.B) {
+			req := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+				`"io.modelcontextprotocol/clientCapabilities":{}},"name":"memory_view","arguments":{}}}` + "\n")
+			for b.Loop() {
+				c.roundTrip(b, req)
+			}
+		})
 		run("view", func(b *testing.B) {
 			req := toolCall("memory_view", `{"path":"/memories/small.md"}`)
 			for b.Loop() {

@@ -60,7 +60,17 @@ type Server struct {
 	// toolHandlers are the tools' handlers by name, for the stdio loop's direct way to a
 	// tool call (see callDirect).
 	toolHandlers map[string]mcpserver.ToolHandlerFunc
+	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
+	// results (the direct way stamps it too).
+	implementation mcp.Implementation
 }
+
+// How the server names itself to clients.
+const (
+	serverName        = "memory-mcp"
+	serverTitle       = "Memory"
+	serverDescription = "A /memories directory that keeps what the model learns across conversations (Anthropic's memory tool)."
+)
 
 // New builds the server over the given handlers.
 func New(h *handlers.Handlers, cfg Config) *Server {
@@ -103,13 +113,14 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 		mcpserver.WithResourceCompletionProvider(s),
 		mcpserver.WithLogging(),
 		mcpserver.WithLogger(slog.New(zerolog.NewSlogHandler(sdkLogger(cfg.Logger)))),
-		mcpserver.WithTitle("Memory"),
-		mcpserver.WithDescription("A /memories directory that keeps what the model learns across conversations (Anthropic's memory tool)."),
+		mcpserver.WithTitle(serverTitle),
+		mcpserver.WithDescription(serverDescription),
 	}
 	if cfg.Instructions != "" {
 		opts = append(opts, mcpserver.WithInstructions(cfg.Instructions))
 	}
-	s.mcp = mcpserver.NewMCPServer("memory-mcp", cfg.Version, opts...)
+	s.mcp = mcpserver.NewMCPServer(serverName, cfg.Version, opts...)
+	s.implementation = mcp.Implementation{Name: serverName, Version: cfg.Version, Title: serverTitle, Description: serverDescription}
 
 	defs := splitTools()
 	if cfg.Tools == ToolsSingle {
