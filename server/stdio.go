@@ -181,7 +181,7 @@ func (l *stdioLoop) work() {
 		if l.stopCtx.Err() != nil {
 			continue // stopping: nothing new starts
 		}
-		var req stdioRequest
+		var req rpcRequest
 		if !l.s.parse(line, &req, l.w) {
 			continue
 		}
@@ -219,14 +219,19 @@ func (l *stdioLoop) work() {
 }
 
 // serve answers one request.
-func (l *stdioLoop) serve(line []byte, req *stdioRequest) {
-	if handler, info, ok := l.s.direct(l.reqCtx, req); ok {
+func (l *stdioLoop) serve(line []byte, req *rpcRequest) {
+	handler, info, ok := l.s.direct(l.reqCtx, req)
+	var args map[string]any
+	if ok {
+		args, ok = callArguments(req)
+	}
+	if ok {
 		ctx, cancel := context.WithCancel(l.reqCtx)
 		id := string(bytes.TrimSpace(req.ID))
 		l.mu.Lock()
 		l.cancels[id] = cancel
 		l.mu.Unlock()
-		l.w.writeRaw(l.s.callDirect(ctx, handler, info, req, line))
+		l.w.writeRaw(l.s.callDirect(ctx, handler, info, req, args))
 		l.mu.Lock()
 		delete(l.cancels, id)
 		l.mu.Unlock()
@@ -279,11 +284,11 @@ func (l *stdioLoop) next() ([]byte, error) {
 // parse decodes a line into req, answering a line that is no JSON with a parse error. It
 // reports whether the line is a message to serve (a response to a request of ours, which
 // we never send, is not).
-func (s *Server) parse(line []byte, req *stdioRequest, w *stdioWriter) bool {
+func (s *Server) parse(line []byte, req *rpcRequest, w *stdioWriter) bool {
 	if err := json.Unmarshal(line, req); err != nil {
 		// Arguments that do not decode as they are (a number beyond a float64's range):
 		// the head alone, and mcp-go's way.
-		*req = stdioRequest{}
+		*req = rpcRequest{}
 		var h struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -295,152 +300,6 @@ func (s *Server) parse(line []byte, req *stdioRequest, w *stdioWriter) bool {
 		req.ID, req.Method = h.ID, h.Method
 	}
 	return req.Method != ""
-}
-
-// stdioRequest is a message as the stdio loop decodes it: once, arguments included, so
-// that a tool call goes to its handler without mcp-go decoding the line four more times.
-type stdioRequest struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Task      json.RawMessage `json:"task"`
-		Meta      json.RawMessage `json:"_meta"`
-		RequestID json.RawMessage `json:"requestId"` // of notifications/cancelled
-	} `json:"params"`
-}
-
-// direct returns the handler of a tool call that can skip mcp-go's dispatch: a tools/call
-// of one of our tools, with arguments that are an object, not run as a task, and either
-// without _meta in a session opened by initialize, or a 2026-era call whose _meta holds
-// only what that era puts there (its protocol version, which mcp-go accepts, the client's
-// capabilities, and optionally its identity and log level), returned as info. mcp-go's
-// dispatch adds nothing else to such a call (no hooks or filters are set for tools) but its
-// cancellation, which the stdio loop does for it, and for the 2026 era what callDirect does
-// as it does; anything else (a progress token, a trace context, a version or capabilities
-// mcp-go refuses) takes mcp-go's way.
-func (s *Server) direct(ctx context.Context, req *stdioRequest) (h mcpserver.ToolHandlerFunc, info *mcpserver.RequestProtocolInfo, ok bool) {
-	if req.Method != string(mcp.MethodToolsCall) || req.JSONRPC != mcp.JSONRPC_VERSION || len(req.Params.Task) > 0 {
-		return nil, nil, false
-	}
-	if a := bytes.TrimSpace(req.Params.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
-		return nil, nil, false
-	}
-	sess := mcpserver.ClientSessionFromContext(ctx)
-	if sess == nil {
-		return nil, nil, false
-	}
-	if len(req.Params.Meta) > 0 {
-		if info, ok = modernInfo(req.Params.Meta); !ok {
-			return nil, nil, false
-		}
-	} else if !sess.Initialized() {
-		return nil, nil, false
-	}
-	h, ok = s.toolHandlers[req.Params.Name]
-	return h, info, ok
-}
-
-// modernInfo reads a 2026-era request's _meta as mcp-go does (mcp.Meta's accessors); ok is
-// false for anything but the era's own keys, a version mcp-go does not accept, or missing
-// capabilities (mcp-go then answers, or serves the request its way).
-func modernInfo(raw json.RawMessage) (*mcpserver.RequestProtocolInfo, bool) {
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(raw, &keys) != nil {
-		return nil, false
-	}
-	for k := range keys {
-		switch k {
-		case mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel:
-		default:
-			return nil, false
-		}
-	}
-	var meta mcp.Meta
-	if json.Unmarshal(raw, &meta) != nil {
-		return nil, false
-	}
-	v := meta.ProtocolVersion()
-	caps := meta.ClientCapabilities()
-	if !mcp.IsModernProtocol(v) || !mcp.IsValidProtocolVersion(v) || caps == nil {
-		return nil, false
-	}
-	if _, ok := keys[mcp.MetaKeyClientInfo]; ok && meta.ClientInfo() == nil {
-		return nil, false
-	}
-	return &mcpserver.RequestProtocolInfo{Modern: true, ProtocolVersion: v, ClientInfo: meta.ClientInfo(),
-		LogLevel: meta.LogLevel(), ClientCapabilities: caps}, true
-}
-
-// callDirect runs a tool call on its handler and returns the response line, as mcp-go
-// would write it.
-func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFunc, info *mcpserver.RequestProtocolInfo, req *stdioRequest, line []byte) (resp []byte) {
-	internalError := func() []byte {
-		resp := append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
-		return append(resp, `,"error":{"code":-32603,"message":"internal error"}}`...)
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error().Interface("panic", r).Str("method", req.Method).Msg("panic while handling a message")
-			resp = internalError()
-		}
-	}()
-	var args map[string]any
-	if len(req.Params.Arguments) > 0 {
-		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-			// Not decodable as mcp-go decodes it: mcp-go's way, for its error (nothing ran).
-			resp, _ = json.Marshal(s.handle(ctx, line, req.Method))
-			return resp
-		}
-	}
-	call := mcp.CallToolRequest{}
-	call.Method = req.Method
-	call.Params.Name = req.Params.Name
-	call.Params.Arguments = args
-	if info != nil {
-		// As mcp-go serves a 2026-era request: the session takes the client's identity and
-		// capabilities from it (there is no initialize), and the request's protocol (its log
-		// level among it) goes with the call.
-		sess := mcpserver.ClientSessionFromContext(ctx)
-		if withInfo, ok := sess.(mcpserver.SessionWithClientInfo); ok {
-			if info.ClientInfo != nil {
-				withInfo.SetClientInfo(*info.ClientInfo)
-			}
-			withInfo.SetClientCapabilities(*info.ClientCapabilities)
-		}
-		if !sess.Initialized() {
-			sess.Initialize()
-		}
-		ctx = mcpserver.WithRequestProtocolInfo(ctx, info)
-	}
-	result, err := handler(ctx, call)
-	if err != nil || result == nil {
-		// Our handlers turn every failure into a result; this is never reached, and the
-		// call must not run twice.
-		s.log.Error().Err(err).Str("tool", req.Params.Name).Msg("a tool handler gave no result")
-		return internalError()
-	}
-	if info != nil {
-		// The 2026 era's result metadata, as mcp-go stamps it.
-		if result.GetResultType() == "" {
-			result.SetResultType(mcp.ResultTypeComplete)
-		}
-		if meta := result.EnsureResultMeta(); meta.ServerInfo() == nil {
-			meta.SetServerInfo(s.implementation)
-		}
-	}
-	body, err := json.Marshal(result)
-	if err != nil {
-		return internalError()
-	}
-	resp = make([]byte, 0, len(body)+len(req.ID)+40)
-	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
-	resp = append(resp, req.ID...)
-	resp = append(resp, `,"result":`...)
-	resp = append(resp, body...)
-	return append(resp, '}')
 }
 
 // handle runs one message through mcp-go, recovering a panic. A tools/call whose arguments

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"mime"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// The direct way: a tool call decoded once and run on its handler, answered with the bytes
+// mcp-go would write, without mcp-go's dispatch (which decodes a message four or five times
+// more and, over HTTP, starts a goroutine and builds a session for every request). It
+// serves the common calls: over stdio, every tool call of a session opened by initialize
+// and every 2026-era tool call; over Streamable HTTP, 2026-era tool calls that ask for no
+// log messages. Everything else takes mcp-go's way, and tests (TestStdioDirectCallsAnswerAsMCPGo,
+// TestHTTPDirectCallsAnswerAsMCPGo) compare both ways byte for byte.
+
+// rpcRequest is a message as the direct way decodes it: once, arguments included.
+type rpcRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  rpcParams       `json:"params"`
+}
+
+type rpcParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Task      json.RawMessage `json:"task"`
+	Meta      json.RawMessage `json:"_meta"`
+	RequestID json.RawMessage `json:"requestId"` // of notifications/cancelled
+}
+
+// directTool returns the handler of a tools/call that the direct way can serve as far as
+// the message itself tells: one of our tools, arguments that are an object (or absent), not
+// run as a task, and an ID that mcp-go writes back as it came (a string, or an integer
+// written plainly: mcp-go decodes IDs as numbers and writes them again).
+func (s *Server) directTool(req *rpcRequest) (mcpserver.ToolHandlerFunc, bool) {
+	if req.Method != string(mcp.MethodToolsCall) || req.JSONRPC != mcp.JSONRPC_VERSION || len(req.Params.Task) > 0 || !plainID(req.ID) {
+		return nil, false
+	}
+	if a := bytes.TrimSpace(req.Params.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+		return nil, false
+	}
+	h, ok := s.toolHandlers[req.Params.Name]
+	return h, ok
+}
+
+// plainID reports whether id is a JSON string without escapes, or an integer of at most 15
+// digits (exact as a float64) written without sign, exponent or leading zero.
+func plainID(id json.RawMessage) bool {
+	switch {
+	case len(id) >= 2 && id[0] == '"' && id[len(id)-1] == '"':
+		return !bytes.ContainsAny(id[1:len(id)-1], "\"\\")
+	case len(id) == 0 || len(id) > 15 || id[0] == '0' && len(id) > 1:
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// direct is the stdio loop's test: the handler of a tool call it can serve, and for a
+// 2026-era call its protocol (info). A call without _meta must come in a session opened by
+// initialize; a 2026-era call's _meta must hold only what that era puts there (see
+// modernInfo). mcp-go's dispatch adds nothing else to such a call (no hooks or filters are
+// set for tools) but its cancellation, which the stdio loop does for it; a progress token,
+// a trace context, a version or capabilities mcp-go refuses take mcp-go's way.
+func (s *Server) direct(ctx context.Context, req *rpcRequest) (h mcpserver.ToolHandlerFunc, info *mcpserver.RequestProtocolInfo, ok bool) {
+	if h, ok = s.directTool(req); !ok {
+		return nil, nil, false
+	}
+	sess := mcpserver.ClientSessionFromContext(ctx)
+	if sess == nil {
+		return nil, nil, false
+	}
+	if len(req.Params.Meta) > 0 {
+		if info, ok = modernInfo(req.Params.Meta); !ok {
+			return nil, nil, false
+		}
+	} else if !sess.Initialized() {
+		return nil, nil, false
+	}
+	return h, info, true
+}
+
+// modernInfo reads a 2026-era request's _meta as mcp-go does (mcp.Meta's accessors); ok is
+// false for anything but the era's own keys, a version mcp-go does not accept, or missing
+// capabilities (mcp-go then answers, or serves the request its way).
+func modernInfo(raw json.RawMessage) (*mcpserver.RequestProtocolInfo, bool) {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(raw, &keys) != nil {
+		return nil, false
+	}
+	for k := range keys {
+		switch k {
+		case mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel:
+		default:
+			return nil, false
+		}
+	}
+	var meta mcp.Meta
+	if json.Unmarshal(raw, &meta) != nil {
+		return nil, false
+	}
+	v := meta.ProtocolVersion()
+	caps := meta.ClientCapabilities()
+	if !mcp.IsModernProtocol(v) || !mcp.IsValidProtocolVersion(v) || caps == nil {
+		return nil, false
+	}
+	if _, ok := keys[mcp.MetaKeyClientInfo]; ok && meta.ClientInfo() == nil {
+		return nil, false
+	}
+	return &mcpserver.RequestProtocolInfo{Modern: true, ProtocolVersion: v, ClientInfo: meta.ClientInfo(),
+		LogLevel: meta.LogLevel(), ClientCapabilities: caps}, true
+}
+
+// callArguments decodes a tool call's arguments as mcp-go does; ok is false when they do
+// not decode that way (mcp-go then answers with its error, and nothing runs).
+func callArguments(req *rpcRequest) (args map[string]any, ok bool) {
+	if len(req.Params.Arguments) > 0 {
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			return nil, false
+		}
+	}
+	return args, true
+}
+
+// callDirect runs a tool call on its handler and returns the response, as mcp-go would write
+// it (without a line end).
+func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFunc, info *mcpserver.RequestProtocolInfo, req *rpcRequest, args map[string]any) (resp []byte) {
+	internalError := func() []byte {
+		resp := append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
+		return append(resp, `,"error":{"code":-32603,"message":"internal error"}}`...)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error().Interface("panic", r).Str("method", req.Method).Msg("panic while handling a message")
+			resp = internalError()
+		}
+	}()
+	call := mcp.CallToolRequest{}
+	call.Method = req.Method
+	call.Params.Name = req.Params.Name
+	call.Params.Arguments = args
+	if info != nil {
+		// As mcp-go serves a 2026-era request: a session takes the client's identity and
+		// capabilities from it (there is no initialize), and the request's protocol (its log
+		// level among it) goes with the call. Over HTTP there is no session to keep.
+		if sess := mcpserver.ClientSessionFromContext(ctx); sess != nil {
+			if withInfo, ok := sess.(mcpserver.SessionWithClientInfo); ok {
+				if info.ClientInfo != nil {
+					withInfo.SetClientInfo(*info.ClientInfo)
+				}
+				withInfo.SetClientCapabilities(*info.ClientCapabilities)
+			}
+			if !sess.Initialized() {
+				sess.Initialize()
+			}
+		}
+		ctx = mcpserver.WithRequestProtocolInfo(ctx, info)
+	}
+	result, err := handler(ctx, call)
+	if err != nil || result == nil {
+		// Our handlers turn every failure into a result; this is never reached, and the
+		// call must not run twice.
+		s.log.Error().Err(err).Str("tool", req.Params.Name).Msg("a tool handler gave no result")
+		return internalError()
+	}
+	if info != nil {
+		// The 2026 era's result metadata, as mcp-go stamps it.
+		if result.GetResultType() == "" {
+			result.SetResultType(mcp.ResultTypeComplete)
+		}
+		if meta := result.EnsureResultMeta(); meta.ServerInfo() == nil {
+			meta.SetServerInfo(s.implementation)
+		}
+	}
+	body, err := json.Marshal(result)
+	if err != nil {
+		return internalError()
+	}
+	resp = make([]byte, 0, len(body)+len(req.ID)+40)
+	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
+	resp = append(resp, req.ID...)
+	resp = append(resp, `,"result":`...)
+	resp = append(resp, body...)
+	return append(resp, '}')
+}
+
+// directHTTP answers a Streamable HTTP POST the direct way when it can: a 2026-era tool
+// call (that era has no sessions: mcp-go serves each request on a session of its own and
+// keeps nothing) that asks for no log messages (which mcp-go would stream as server-sent
+// events), with the headers that era requires agreeing with the body as mcp-go checks them.
+// body is the request's, read and bounded by the gate; the tenant is in r's context. It
+// returns the response body (application/json, status 200), or ok false for mcp-go's way.
+func (s *Server) directHTTP(r *http.Request, body []byte) (resp []byte, ok bool) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, false
+	}
+	if r.Header.Get(mcp.HeaderLastEventID) != "" {
+		return nil, false
+	}
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Result != nil || msg.Error != nil || msg.Method != string(mcp.MethodToolsCall) {
+		return nil, false
+	}
+	req := rpcRequest{JSONRPC: msg.JSONRPC, ID: msg.ID, Method: msg.Method}
+	if json.Unmarshal(msg.Params, &req.Params) != nil {
+		return nil, false
+	}
+	handler, ok := s.directTool(&req)
+	if !ok || len(req.Params.Meta) == 0 {
+		return nil, false // an older client's call belongs to a session: mcp-go's way
+	}
+	info, ok := modernInfo(req.Params.Meta)
+	if !ok || info.LogLevel != "" || r.Header.Get(mcp.HeaderProtocolVersion) != info.ProtocolVersion {
+		return nil, false
+	}
+	if mcp.ValidateStandardHeaders(r.Header.Get, info.ProtocolVersion, mcp.MethodToolsCall, msg.Params) != nil {
+		return nil, false
+	}
+	tool := s.toolDefs[req.Params.Name]
+	lookup := func(name string) (string, bool) {
+		v := r.Header.Values(name)
+		if len(v) == 0 {
+			return "", false
+		}
+		return v[0], true
+	}
+	if mcp.ValidateParamHeadersLookup(lookup, &tool, msg.Params) != nil {
+		return nil, false
+	}
+	args, ok := callArguments(&req)
+	if !ok {
+		return nil, false
+	}
+	s.directCalls.Add(1)
+	return append(s.callDirect(r.Context(), handler, info, &req, args), '\n'), true
+}
