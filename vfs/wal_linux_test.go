@@ -76,3 +76,43 @@ func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 		})
 	}
 }
+
+// No change, failed or not, leaves a descriptor open: the files opened through the
+// directory cache are bare descriptors (fdFile), which no finalizer would ever close.
+func TestOSStoreLeavesNoDescriptorsOpen(t *testing.T) {
+	s, err := OpenOSStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	round := func(i int) {
+		p := MustResolve(fmt.Sprintf("/memories/d%d/f.md", i%3))
+		q := MustResolve(fmt.Sprintf("/memories/d%d/g.md", i%3))
+		s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(p, []byte("one")) })
+		s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(p, []byte("again")) }) // fails: it exists
+		s.Update(ctx, func(tx *Tx) error { return tx.WriteFile(p, []byte("two")) })
+		s.View(ctx, func(tx *Tx) error { _, err := tx.ReadFile(p); return err })
+		s.View(ctx, func(tx *Tx) error { _, err := tx.ReadFile(q); return err }) // fails: absent
+		s.Update(ctx, func(tx *Tx) error { return tx.Rename(p, q) })
+		s.Update(ctx, func(tx *Tx) error { return tx.RemoveAll(q) })
+	}
+	open := func() int {
+		t.Helper()
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(fds)
+	}
+	for i := range 10 { // the descriptors a store keeps (locks, the log's) are open by now
+		round(i)
+	}
+	before := open()
+	for i := range 200 {
+		round(i)
+	}
+	if after := open(); after > before+2 {
+		t.Errorf("%d descriptors open after 200 rounds of changes, %d before", after, before)
+	}
+}
