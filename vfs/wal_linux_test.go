@@ -48,9 +48,9 @@ func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 				}
 				switch st := fi.Sys().(type) {
 				case *syscall.Stat_t:
-					return st.Ino, st.Nlink
+					return uint64(st.Ino), uint64(st.Nlink)
 				case *unix.Stat_t:
-					return st.Ino, st.Nlink
+					return uint64(st.Ino), uint64(st.Nlink)
 				}
 				t.Fatalf("a status of type %T", fi.Sys())
 				return 0, 0
