@@ -57,7 +57,7 @@ type Server struct {
 	authFailures   zerolog.Logger                // sampled: a flood of bad tokens writes a few lines a second
 	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
 	notify         *notifier                     // resource notifications
-	// toolHandlers and tools are the tools' handlers and definitions by name, for the direct
+	// toolHandlers and toolDefs are the tools' handlers and definitions by name, for the direct
 	// way to a tool call (see direct.go).
 	toolHandlers map[string]mcpserver.ToolHandlerFunc
 	toolDefs     map[string]mcp.Tool
