@@ -92,30 +92,26 @@ func (s *Server) direct(ctx context.Context, req *rpcRequest) (h mcpserver.ToolH
 }
 
 // modernInfo reads a 2026-era request's _meta as mcp-go does (mcp.Meta's accessors); ok is
-// false for anything but the era's own keys, a version mcp-go does not accept, or missing
-// capabilities (mcp-go then answers, or serves the request its way).
+// false for a progress token or any key but the era's own, a version mcp-go does not accept,
+// or missing capabilities (mcp-go then answers, or serves the request its way).
 func modernInfo(raw json.RawMessage) (*mcpserver.RequestProtocolInfo, bool) {
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(raw, &keys) != nil {
+	var meta mcp.Meta
+	if json.Unmarshal(raw, &meta) != nil || meta.ProgressToken != nil {
 		return nil, false
 	}
-	for k := range keys {
+	for k := range meta.AdditionalFields {
 		switch k {
 		case mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel:
 		default:
 			return nil, false
 		}
 	}
-	var meta mcp.Meta
-	if json.Unmarshal(raw, &meta) != nil {
-		return nil, false
-	}
 	v := meta.ProtocolVersion()
 	caps := meta.ClientCapabilities()
 	if !mcp.IsModernProtocol(v) || !mcp.IsValidProtocolVersion(v) || caps == nil {
 		return nil, false
 	}
-	if _, ok := keys[mcp.MetaKeyClientInfo]; ok && meta.ClientInfo() == nil {
+	if _, ok := meta.AdditionalFields[mcp.MetaKeyClientInfo]; ok && meta.ClientInfo() == nil {
 		return nil, false
 	}
 	return &mcpserver.RequestProtocolInfo{Modern: true, ProtocolVersion: v, ClientInfo: meta.ClientInfo(),
@@ -202,10 +198,13 @@ func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFu
 // body is the request's, read and bounded by the gate; the tenant is in r's context. It
 // returns the response body (application/json, status 200), or ok false for mcp-go's way.
 func (s *Server) directHTTP(r *http.Request, body []byte) (resp []byte, ok bool) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	// The headers first, so that an older client's request, or any but a tool call, costs
+	// no decoding here: that era's tool call names its version and method in them.
+	if !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || r.Header.Get(mcp.HeaderMethod) != string(mcp.MethodToolsCall) ||
+		r.Header.Get(mcp.HeaderLastEventID) != "" {
 		return nil, false
 	}
-	if r.Header.Get(mcp.HeaderLastEventID) != "" {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil, false
 	}
 	var msg struct {

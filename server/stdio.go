@@ -56,14 +56,10 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 			case n := <-sess.notifications:
 				w.write(n)
 			case <-notesDone:
-				for {
-					select {
-					case n := <-sess.notifications:
-						w.write(n)
-					default:
-						return
-					}
+				for len(sess.notifications) > 0 { // no other goroutine reads them
+					w.write(<-sess.notifications)
 				}
+				return
 			}
 		}
 	}()

@@ -99,10 +99,9 @@ func (f *OSFs) openAt(n, shown string, flag int, perm os.FileMode) (reg afero.Fi
 	if !ok {
 		return nil, nil, nil, false
 	}
-	fd, err := unix.Openat(dirfd, base, flag|openNonblock|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
-	for err == unix.EINTR {
-		fd, err = unix.Openat(dirfd, base, flag|openNonblock|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
-	}
+	fd, err := retry(func() (int, error) {
+		return unix.Openat(dirfd, base, flag|openNonblock|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	})
 	if err == unix.ELOOP {
 		return nil, nil, nil, false // a symbolic link: the os.Root way follows it, inside the root
 	}
@@ -110,7 +109,7 @@ func (f *OSFs) openAt(n, shown string, flag int, perm os.FileMode) (reg afero.Fi
 		return nil, nil, &fs.PathError{Op: "open", Path: n, Err: err}, true
 	}
 	r := &fdFile{fd: fd, name: shown, append: flag&os.O_APPEND != 0}
-	if _, err := retry(func() (int, error) { return 0, unix.Fstat(fd, &r.st) }); err != nil {
+	if err := retryErr(func() error { return unix.Fstat(fd, &r.st) }); err != nil {
 		unix.Close(fd)
 		return nil, nil, &fs.PathError{Op: "stat", Path: n, Err: err}, true
 	}

@@ -22,22 +22,12 @@ var bootID = sync.OnceValue(func() string {
 // syncFS flushes everything written to the filesystem that holds d (syncfs(2)): one call
 // for all the files and directories a checkpoint must make durable.
 func syncFS(d *os.File) error {
-	for {
-		err := unix.Syncfs(int(d.Fd()))
-		if err != unix.EINTR {
-			return err
-		}
-	}
+	return retryErr(func() error { return unix.Syncfs(int(d.Fd())) })
 }
 
 // datasync flushes f's data and what is needed to read it back (fdatasync(2)).
 func datasync(f *os.File) error {
-	for {
-		err := unix.Fdatasync(int(f.Fd()))
-		if err != unix.EINTR {
-			return err
-		}
-	}
+	return retryErr(func() error { return unix.Fdatasync(int(f.Fd())) })
 }
 
 // unlinked reports whether the file described by fi has no name left (it was removed).

@@ -40,6 +40,35 @@ func retry(call func() (int, error)) (int, error) {
 	}
 }
 
+// retryErr is retry for a call that returns only an error.
+func retryErr(call func() error) error {
+	_, err := retry(func() (int, error) { return 0, call() })
+	return err
+}
+
+// do runs call (see retryErr), its error naming the file and op.
+func (f *fdFile) do(op string, call func() error) error {
+	if err := retryErr(call); err != nil {
+		return f.pathErr(op, err)
+	}
+	return nil
+}
+
+// writeAll writes all of p, as io.Writer and io.WriterAt promise: write(b, done) writes b,
+// the part of p from done on.
+func (f *fdFile) writeAll(p []byte, write func(b []byte, done int) (int, error)) (int, error) {
+	f.stale = true
+	done := 0
+	for done < len(p) {
+		n, err := retry(func() (int, error) { return write(p[done:], done) })
+		if err != nil {
+			return done, f.pathErr("write", err)
+		}
+		done += n
+	}
+	return done, nil
+}
+
 func (f *fdFile) Name() string { return f.name }
 
 func (f *fdFile) Close() error {
@@ -87,16 +116,7 @@ func (f *fdFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *fdFile) Write(p []byte) (int, error) {
-	f.stale = true
-	done := 0
-	for done < len(p) {
-		n, err := retry(func() (int, error) { return unix.Write(f.fd, p[done:]) })
-		if err != nil {
-			return done, f.pathErr("write", err)
-		}
-		done += n
-	}
-	return done, nil
+	return f.writeAll(p, func(b []byte, _ int) (int, error) { return unix.Write(f.fd, b) })
 }
 
 func (f *fdFile) WriteAt(p []byte, off int64) (int, error) {
@@ -106,16 +126,7 @@ func (f *fdFile) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, f.pathErr("writeat", errors.New("negative offset"))
 	}
-	f.stale = true
-	done := 0
-	for done < len(p) {
-		n, err := retry(func() (int, error) { return unix.Pwrite(f.fd, p[done:], off+int64(done)) })
-		if err != nil {
-			return done, f.pathErr("write", err)
-		}
-		done += n
-	}
-	return done, nil
+	return f.writeAll(p, func(b []byte, done int) (int, error) { return unix.Pwrite(f.fd, b, off+int64(done)) })
 }
 
 func (f *fdFile) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
@@ -136,35 +147,24 @@ func (f *fdFile) Stat() (os.FileInfo, error) {
 		return nil, f.pathErr("stat", os.ErrClosed)
 	}
 	if f.stale {
-		if _, err := retry(func() (int, error) { return 0, unix.Fstat(f.fd, &f.st) }); err != nil {
-			return nil, f.pathErr("stat", err)
+		if err := f.do("stat", func() error { return unix.Fstat(f.fd, &f.st) }); err != nil {
+			return nil, err
 		}
 	}
 	f.stale = true
 	return &statInfo{name: baseName(f.name), st: f.st}, nil
 }
 
-func (f *fdFile) Sync() error {
-	if _, err := retry(func() (int, error) { return 0, unix.Fsync(f.fd) }); err != nil {
-		return f.pathErr("sync", err)
-	}
-	return nil
-}
+func (f *fdFile) Sync() error { return f.do("sync", func() error { return unix.Fsync(f.fd) }) }
 
 // DataSync flushes the file's data and what is needed to read it back (fdatasync(2)).
 func (f *fdFile) DataSync() error {
-	if _, err := retry(func() (int, error) { return 0, unix.Fdatasync(f.fd) }); err != nil {
-		return f.pathErr("sync", err)
-	}
-	return nil
+	return f.do("sync", func() error { return unix.Fdatasync(f.fd) })
 }
 
 func (f *fdFile) Truncate(size int64) error {
 	f.stale = true
-	if _, err := retry(func() (int, error) { return 0, unix.Ftruncate(f.fd, size) }); err != nil {
-		return f.pathErr("truncate", err)
-	}
-	return nil
+	return f.do("truncate", func() error { return unix.Ftruncate(f.fd, size) })
 }
 
 func (f *fdFile) Readdir(int) ([]os.FileInfo, error) {

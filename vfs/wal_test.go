@@ -442,6 +442,51 @@ type gatedFS struct {
 // so that closing the store does not wait for it forever).
 func (g *gatedFS) release() { g.open.Do(func() { close(g.gate) }) }
 
+// gatedStore opens a store on dir through a gatedFS, closed (after a release) when the test
+// ends.
+func gatedStore(t *testing.T, dir string) (*gatedFS, *Store) {
+	t.Helper()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedFS{OSFs: osfs, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	s := NewStore(NewAferoStorage(g))
+	t.Cleanup(func() { s.Close(); osfs.Close() })
+	t.Cleanup(g.release) // runs first
+	return g, s
+}
+
+// held waits until a flush is held.
+func (g *gatedFS) held(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change never flushed the log")
+	}
+}
+
+// unanswered checks that no call sends on done for a while (what: the failure's words).
+func unanswered(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s (err %v)", what, err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// answered waits for n calls to send on done, each without an error.
+func answered(t *testing.T, done <-chan error, n int) {
+	t.Helper()
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
 	f, err := g.OSFs.OpenFile(name, flag, perm)
 	if err != nil || name != walName || flag != os.O_WRONLY {
@@ -472,14 +517,7 @@ func (f *gatedFile) Sync() error {
 func TestWALGroupCommit(t *testing.T) {
 	needWAL(t)
 	dir := t.TempDir()
-	osfs, err := NewOSFs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gatedFS{OSFs: osfs, entered: make(chan struct{}, 1), gate: make(chan struct{})}
-	s := NewStore(NewAferoStorage(g))
-	defer func() { s.Close(); osfs.Close() }()
-	defer g.release() // before the close
+	g, s := gatedStore(t, dir)
 	ctx := context.Background()
 	create := func(name string) error {
 		return s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/"+name), []byte(name)) })
@@ -491,11 +529,7 @@ func TestWALGroupCommit(t *testing.T) {
 	g.syncs.Store(0)
 	done := make(chan error, 4)
 	go func() { done <- create("a.md") }()
-	select {
-	case <-g.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the change never flushed the log")
-	}
+	g.held(t)
 	// a.md's flush is held: other changes still get the lock and make their changes.
 	for _, name := range []string{"b.md", "c.md", "d.md"} {
 		go func() { done <- create(name) }()
@@ -512,17 +546,9 @@ func TestWALGroupCommit(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("a change was answered before its record was flushed (err %v)", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	unanswered(t, done, "a change was answered before its record was flushed")
 	g.release()
-	for range 4 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	answered(t, done, 4)
 	if n := g.syncs.Load(); n != 2 {
 		t.Errorf("%d flushes for 4 changes, want 2: a.md's, then one shared by the three made during it", n)
 	}
@@ -712,19 +738,8 @@ func BenchmarkLogFlush(b *testing.B) {
 func TestWALReadsWaitForTheFlush(t *testing.T) {
 	needWAL(t)
 	dir := t.TempDir()
-	gated := func() (*gatedFS, *Store) {
-		osfs, err := NewOSFs(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := &gatedFS{OSFs: osfs, entered: make(chan struct{}, 1), gate: make(chan struct{})}
-		s := NewStore(NewAferoStorage(g))
-		t.Cleanup(func() { s.Close(); osfs.Close() })
-		t.Cleanup(g.release) // runs first
-		return g, s
-	}
-	g, s := gated()
-	g2, s2 := gated()
+	g, s := gatedStore(t, dir)
+	g2, s2 := gatedStore(t, dir)
 	ctx := context.Background()
 	read := func(s *Store) error {
 		return s.View(ctx, func(tx *Tx) error { _, err := tx.ReadFile(MustResolve("/memories/first.md")); return err })
@@ -740,23 +755,11 @@ func TestWALReadsWaitForTheFlush(t *testing.T) {
 	go func() {
 		done <- s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a.md"), []byte("a")) })
 	}()
-	select {
-	case <-g.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the change never flushed the log")
-	}
+	g.held(t)
 	go func() { done <- read(s) }()
-	select {
-	case err := <-done:
-		t.Fatalf("a call ended while the change's flush was held (err %v)", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	unanswered(t, done, "a call ended while the change's flush was held")
 	g.release()
-	for range 2 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	answered(t, done, 2)
 
 	g2.syncs.Store(0)
 	if err := read(s2); err != nil {
