@@ -74,8 +74,16 @@ func childEdit() {
 
 const rewriteFiles = 3
 
-func rewriteContent(name string, version byte) string {
-	return strings.Repeat(name+string(version), 256<<10/(len(name)+1))
+// rewriteContent is a content of size bytes or a little less: 256 KiB is replaced by a
+// rename, a page written over in place on Linux (vfs/inplace.go).
+func rewriteContent(name string, version byte, size int) string {
+	return strings.Repeat(name+string(version), size/(len(name)+1))
+}
+
+// rewriteSize is the size of the contents childRewrite writes.
+func rewriteSize() int {
+	n, _ := strconv.Atoi(os.Getenv("MEMORY_MCP_TEST_SIZE"))
+	return n
 }
 
 // childRewrite flips files between two full contents for ever, until it is killed.
@@ -89,7 +97,7 @@ func childRewrite() {
 		if res := h.Exec(context.Background(), map[string]any{"command": "view", "path": p, "view_range": []any{float64(1), float64(1)}}); strings.Contains(res.Text, name+"B") {
 			from, to = to, from
 		}
-		h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": rewriteContent(name, from), "new_str": rewriteContent(name, to)})
+		h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": rewriteContent(name, from, rewriteSize()), "new_str": rewriteContent(name, to, rewriteSize())})
 	}
 }
 
@@ -160,21 +168,32 @@ func TestTwoProcessesEditOneFile(t *testing.T) {
 }
 
 // A process killed with SIGKILL while it rewrites files leaves every file with exactly its
-// old or its new content, and no temporary file shows in view (docs/behaviour.md §6). Repeated 50 times.
+// old or its new content, and no temporary file shows in view (docs/behaviour.md §6):
+// files of 256 KiB, replaced by a rename, and of a page, written over in place on Linux.
+// Repeated 50 times each.
 func TestCrashWhileRewriting(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: spawns and kills 50 processes")
+		t.Skip("-short: spawns and kills 100 processes")
 	}
+	for _, c := range []struct {
+		size        int
+		total, each string // as view shows them
+	}{{256 << 10, "768.0K", "256.0K"}, {4096, "12.0K", "4.0K"}} {
+		t.Run(strconv.Itoa(c.size), func(t *testing.T) { crashWhileRewriting(t, c.size, c.total, c.each) })
+	}
+}
+
+func crashWhileRewriting(t *testing.T, size int, total, each string) {
 	dir := filepath.Join(t.TempDir(), "store")
 	os.MkdirAll(dir, 0o700)
 	for i := 0; i < rewriteFiles; i++ {
 		name := fmt.Sprintf("f%d", i)
-		os.WriteFile(filepath.Join(dir, name+".txt"), []byte(rewriteContent(name, 'A')), 0o600)
+		os.WriteFile(filepath.Join(dir, name+".txt"), []byte(rewriteContent(name, 'A', size)), 0o600)
 	}
-	wantListing := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n768.0K\t/memories\n256.0K\t/memories/f0.txt\n256.0K\t/memories/f1.txt\n256.0K\t/memories/f2.txt"
+	wantListing := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n" + total + "\t/memories\n" + each + "\t/memories/f0.txt\n" + each + "\t/memories/f1.txt\n" + each + "\t/memories/f2.txt"
 	leftovers := 0
 	for round := 0; round < 50; round++ {
-		cmd, _ := startReady(t, "rewrite", dir)
+		cmd, _ := startReady(t, "rewrite", dir, "MEMORY_MCP_TEST_SIZE="+strconv.Itoa(size))
 		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
@@ -191,7 +210,7 @@ func TestCrashWhileRewriting(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
-			if s := string(data); s != rewriteContent(name, 'A') && s != rewriteContent(name, 'B') {
+			if s := string(data); s != rewriteContent(name, 'A', size) && s != rewriteContent(name, 'B', size) {
 				t.Fatalf("round %d: %s holds neither its old nor its new content (%d bytes)", round, name, len(data))
 			}
 		}

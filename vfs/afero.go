@@ -110,10 +110,13 @@ func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
 func (s *AferoStorage) walOn() bool { return s.history != nil && s.history.wal != nil }
 
 // writeFile writes data to name atomically: flushed unless the write-ahead log records
-// the change.
+// the change, and then written in place where that is atomic too (see inplace.go).
 func (s *AferoStorage) writeFile(name string, data []byte, noReplace bool) error {
 	if s.walOn() {
-		return s.history.wal.fs.WriteFileUnsynced(name, data, noReplace)
+		if noReplace {
+			return s.history.wal.fs.WriteFileUnsynced(name, data, true)
+		}
+		return s.history.wal.fs.WriteFileInPlace(name, data)
 	}
 	return s.fs.WriteFileAtomic(name, data, noReplace)
 }

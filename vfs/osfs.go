@@ -442,6 +442,38 @@ func (f *OSFs) WriteFileUnsynced(name string, data []byte, noReplace bool) error
 	return writeFile(f, name, data, noReplace, false)
 }
 
+// overwriter is a file that WriteFileInPlace may write over (an fdFile, Linux).
+type overwriter interface {
+	overwritable(n int64) bool
+}
+
+// WriteFileInPlace replaces the content of the existing file name with data, as
+// WriteFileUnsynced does, but writes over the file when that is as atomic as a rename (see
+// inplace.go): data fits in one write of at most inPlaceMax bytes at the start of a
+// regular file, with no other name, that it does not make shorter.
+func (f *OSFs) WriteFileInPlace(name string, data []byte) error {
+	if len(data) > inPlaceMax {
+		return f.WriteFileUnsynced(name, data, false)
+	}
+	w, err := f.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return f.WriteFileUnsynced(name, data, false)
+	}
+	if o, ok := w.(overwriter); !ok || !o.overwritable(int64(len(data))) {
+		w.Close()
+		return f.WriteFileUnsynced(name, data, false)
+	}
+	n, err := w.WriteAt(data, 0)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && n == 0 {
+		// Nothing written: the other way may still succeed.
+		return f.WriteFileUnsynced(name, data, false)
+	}
+	return err
+}
+
 // BootID names this boot of the machine ("" where unknown, which keeps the write-ahead
 // log off).
 func (f *OSFs) BootID() string {

@@ -82,6 +82,9 @@ type durableFS interface {
 	SyncAll() error
 	// WriteFileUnsynced is WriteFileAtomic without its flushes.
 	WriteFileUnsynced(name string, data []byte, noReplace bool) error
+	// WriteFileInPlace is WriteFileUnsynced for an existing file, written over where that
+	// is as atomic (see inplace.go).
+	WriteFileInPlace(name string, data []byte) error
 }
 
 // walFS returns fsys as a durableFS when the write-ahead log can run on it.
@@ -591,12 +594,10 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	// So is a file whose content the disk did not keep: the files are written without
 	// flushes, and a crash before the checkpoint can leave a name whose data never reached
 	// the disk: empty with delayed allocation, zeros on some filesystems. (An absent file is
-	// not taken for one: a change that was never acknowledged may have removed it.) A file
-	// that shows anything else was edited by hand since and is left alone.
-	type state struct {
-		exists bool
-		sum    Digest
-	}
+	// not taken for one: a change that was never acknowledged may have removed it.) So is a
+	// file that shows a mix of the states, which a write in place that the crash cut short
+	// leaves (torn, inplace.go). A file that shows anything else was edited by hand since
+	// and is left alone.
 	paths := map[string][]state{}
 	var order []string
 	step := func(p string, before, after state) {
@@ -621,32 +622,36 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 			}
 		}
 	}
+	contentOf := func(d Digest) ([]byte, bool) {
+		if c, ok := contents[d]; ok {
+			return c, true
+		}
+		c, err := readAll(fsys, objectName(d))
+		return c, err == nil && DigestOf(c) == d
+	}
 	for _, p := range order {
 		states := paths[p]
 		name := Path{clean: p}.Name()
 		var now state
+		var data []byte
 		lost := false // empty or zeros
-		if data, err := readAll(fsys, name); err == nil {
-			now = state{true, DigestOf(data)}
-			lost = !slices.ContainsFunc(data, func(b byte) bool { return b != 0 })
+		if d, err := readAll(fsys, name); err == nil {
+			data, now = d, state{true, DigestOf(d)}
+			lost = !slices.ContainsFunc(d, func(b byte) bool { return b != 0 })
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			continue // not a file (a directory made since, say): left alone
 		}
 		last := states[len(states)-1]
-		if now == last || !slices.Contains(states, now) && !lost {
+		if now == last || !slices.Contains(states, now) && !lost && !tornAmong(data, now, states, contentOf) {
 			continue
 		}
 		if !last.exists {
 			fsys.Remove(name)
 			continue
 		}
-		content, ok := contents[last.sum]
+		content, ok := contentOf(last.sum)
 		if !ok {
-			c, err := readAll(fsys, objectName(last.sum))
-			if err != nil || DigestOf(c) != last.sum {
-				continue // nothing to set it to
-			}
-			content = c
+			continue // nothing to set it to
 		}
 		if err := fsys.MkdirAll(Path{clean: p}.Parent().Name(), 0o700); err != nil {
 			return err
@@ -668,6 +673,31 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		}
 	}
 	return ht.checkpointLog(h, true)
+}
+
+// state is a file's state in recovery: absent, or a content.
+type state struct {
+	exists bool
+	sum    Digest
+}
+
+// tornAmong reports whether data, a file's content now (digest now), is what a write in
+// place cut short leaves of a file that passed through states (see torn); content gives
+// the contents they name.
+func tornAmong(data []byte, now state, states []state, content func(Digest) ([]byte, bool)) bool {
+	if !now.exists {
+		return false
+	}
+	var cs [][]byte
+	for _, s := range states {
+		if !s.exists {
+			continue
+		}
+		if c, ok := content(s.sum); ok {
+			cs = append(cs, c)
+		}
+	}
+	return torn(data, cs)
 }
 
 // reconcile compares every file with the state the versions vs leave it in and returns,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -114,5 +115,77 @@ func TestOSStoreLeavesNoDescriptorsOpen(t *testing.T) {
 	}
 	if after := open(); after > before+2 {
 		t.Errorf("%d descriptors open after 200 rounds of changes, %d before", after, before)
+	}
+}
+
+// With the write-ahead log, a change writes a file over in place where that is as atomic as
+// the rename (one write of at most a page at the start of a plain file with one name, that
+// does not make it shorter), and keeps its inode; anything else is replaced by a rename.
+// A second name of the file, or the file a link points to, never changes.
+func TestOSWritesSmallFilesInPlace(t *testing.T) {
+	needWAL(t)
+	page := strings.Repeat("x", inPlaceMax)
+	cases := []struct {
+		name, before, after, other string // other: "", "hard" or "symbolic" (f.md → t.md)
+		inPlace                    bool
+	}{
+		{"same length", "alpha\n", "ALPHA\n", "", true},
+		{"longer", "alpha\n", "alpha\nbeta\n", "", true},
+		{"a page", "a", page, "", true},
+		{"empty to some", "", "alpha\n", "", true},
+		{"shorter", "alpha\nbeta\n", "alpha\n", "", false},
+		{"past a page", "a", page + "x", "", false},
+		{"a second name", "alpha\n", "ALPHA\n", "hard", false},
+		{"a symbolic link", "alpha\n", "ALPHA\n", "symbolic", false},
+	}
+	for _, flushEach := range []bool{false, true} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/flush-each-change=%v", c.name, flushEach), func(t *testing.T) {
+				dir := t.TempDir()
+				f, other := filepath.Join(dir, "f.md"), filepath.Join(dir, "t.md")
+				switch c.other {
+				case "":
+					os.WriteFile(f, []byte(c.before), 0o600)
+				case "hard":
+					os.WriteFile(f, []byte(c.before), 0o600)
+					os.Link(f, other)
+				case "symbolic":
+					os.WriteFile(other, []byte(c.before), 0o600)
+					os.Symlink("t.md", f)
+				}
+				var opts []Option
+				if flushEach {
+					opts = append(opts, FlushEachChange())
+				}
+				s, err := OpenOSStore(dir, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				var before unix.Stat_t
+				unix.Lstat(f, &before)
+				if err := s.Update(context.Background(), func(tx *Tx) error {
+					return tx.WriteFile(MustResolve("/memories/f.md"), []byte(c.after))
+				}); err != nil {
+					t.Fatal(err)
+				}
+				var after unix.Stat_t
+				unix.Lstat(f, &after)
+				if got, want := after.Ino == before.Ino, c.inPlace && !flushEach; got != want {
+					t.Errorf("written in place: %v, want %v", got, want)
+				}
+				if after.Mode&unix.S_IFMT != unix.S_IFREG {
+					t.Errorf("f.md is no longer a regular file (mode %o)", after.Mode)
+				}
+				if b, _ := os.ReadFile(f); string(b) != c.after {
+					t.Errorf("f.md holds %q, want %q", b, c.after)
+				}
+				if c.other != "" {
+					if b, _ := os.ReadFile(other); string(b) != c.before {
+						t.Errorf("t.md changed through f.md: %q, want %q", b, c.before)
+					}
+				}
+			})
+		}
 	}
 }
