@@ -9,14 +9,17 @@
 //
 //   npm install --prefix /tmp/sbs @modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/server-filesystem@2026.8.31
 //   GOEXPERIMENT=jsonv2 go build -o /tmp/memory-mcp .
-//   node scripts/sidebyside.mjs /tmp/sbs/node_modules /tmp/memory-mcp [runs=6] [rounds=300]
+//   node scripts/sidebyside.mjs /tmp/sbs/node_modules /tmp/memory-mcp [runs=6] [rounds=300] [BEFORE]
+//
+// BEFORE, another build of memory-mcp (an earlier commit, say), adds its os backend to the
+// turns, right after this build's: a before-and-after measured in the same rounds.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-const [modules, binary, runsArg, roundsArg] = process.argv.slice(2);
+const [modules, binary, runsArg, roundsArg, before] = process.argv.slice(2);
 if (!modules || !binary) {
-  console.error('usage: node scripts/sidebyside.mjs NODE_MODULES MEMORY_MCP_BINARY [runs] [rounds]');
+  console.error('usage: node scripts/sidebyside.mjs NODE_MODULES MEMORY_MCP_BINARY [runs] [rounds] [BEFORE_BINARY]');
   process.exit(2);
 }
 const runs = Number(runsArg ?? 6), rounds = Number(roundsArg ?? 300);
@@ -49,9 +52,10 @@ const servers = {
     },
   },
 };
-for (const backend of ['os', 'memory']) {
+for (const backend of before ? ['os', 'os (before)', 'memory'] : ['os', 'memory']) {
+  const bin = backend === 'os (before)' ? before : binary;
   servers[`memory-mcp ${backend}`] = {
-    start: (dir) => ({ command: binary, args: ['-log-level', 'error', ...(backend === 'os' ? ['-root', dir] : ['-backend', 'memory'])] }),
+    start: (dir) => ({ command: bin, args: ['-log-level', 'error', ...(backend !== 'memory' ? ['-root', dir] : ['-backend', 'memory'])] }),
     mix: (_dir, i) => {
       const f = `/memories/note-${i}.md`, g = `/memories/moved-${i}.md`;
       return [
@@ -102,8 +106,8 @@ for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 const base = results['server-filesystem'];
 const baseRate = median(base.map((x) => x.callsPerSec)), baseCPU = median(base.map((x) => x.cpuPerCallUs));
 console.log(`${runs} runs of ${rounds} rounds × 7 calls, servers interleaved; medians`);
-console.log('server'.padEnd(20), 'calls/s'.padStart(9), 'ratio'.padStart(7), 'CPU µs/call'.padStart(12), 'ratio'.padStart(7));
+console.log('server'.padEnd(23), 'calls/s'.padStart(9), 'ratio'.padStart(7), 'CPU µs/call'.padStart(12), 'ratio'.padStart(7));
 for (const [name, rs] of Object.entries(results)) {
   const rate = median(rs.map((x) => x.callsPerSec)), cpu = median(rs.map((x) => x.cpuPerCallUs));
-  console.log(name.padEnd(20), rate.toFixed(0).padStart(9), (rate / baseRate).toFixed(2).padStart(7), cpu.toFixed(0).padStart(12), (cpu / baseCPU).toFixed(2).padStart(7));
+  console.log(name.padEnd(23), rate.toFixed(0).padStart(9), (rate / baseRate).toFixed(2).padStart(7), cpu.toFixed(0).padStart(12), (cpu / baseCPU).toFixed(2).padStart(7));
 }
