@@ -74,16 +74,22 @@ func childEdit() {
 
 const rewriteFiles = 3
 
-// rewriteContent is a content of size bytes or a little less: 256 KiB is replaced by a
-// rename, a page written over in place on Linux (vfs/inplace.go).
-func rewriteContent(name string, version byte, size int) string {
+// rewriteContent is a content of size bytes or a little less. Its versions differ in every
+// byte, or with one, in one byte in the middle: 256 KiB that all differ are replaced by a
+// rename; a page, or one byte, is written over in place on Linux (vfs/inplace.go).
+func rewriteContent(name string, version byte, size int, one bool) string {
+	if one {
+		s := strings.Repeat(name+"-", size/(len(name)+1))
+		return s[:len(s)/2] + string(version) + s[len(s)/2+1:]
+	}
 	return strings.Repeat(name+string(version), size/(len(name)+1))
 }
 
-// rewriteSize is the size of the contents childRewrite writes.
-func rewriteSize() int {
+// rewriteShape is the size of the contents childRewrite writes, and whether their versions
+// differ in one byte.
+func rewriteShape() (int, bool) {
 	n, _ := strconv.Atoi(os.Getenv("MEMORY_MCP_TEST_SIZE"))
-	return n
+	return n, os.Getenv("MEMORY_MCP_TEST_ONE") != ""
 }
 
 // childRewrite flips files between two full contents for ever, until it is killed.
@@ -94,10 +100,11 @@ func childRewrite() {
 		name := fmt.Sprintf("f%d", i%rewriteFiles)
 		p := "/memories/" + name + ".txt"
 		from, to := byte('A'), byte('B')
-		if res := h.Exec(context.Background(), map[string]any{"command": "view", "path": p, "view_range": []any{float64(1), float64(1)}}); strings.Contains(res.Text, name+"B") {
+		size, one := rewriteShape()
+		if res := h.Exec(context.Background(), map[string]any{"command": "view", "path": p, "view_range": []any{float64(1), float64(1)}}); strings.Contains(res.Text, rewriteContent(name, 'B', size, one)) {
 			from, to = to, from
 		}
-		h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": rewriteContent(name, from, rewriteSize()), "new_str": rewriteContent(name, to, rewriteSize())})
+		h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": rewriteContent(name, from, size, one), "new_str": rewriteContent(name, to, size, one)})
 	}
 }
 
@@ -169,31 +176,42 @@ func TestTwoProcessesEditOneFile(t *testing.T) {
 
 // A process killed with SIGKILL while it rewrites files leaves every file with exactly its
 // old or its new content, and no temporary file shows in view (docs/behaviour.md §6):
-// files of 256 KiB, replaced by a rename, and of a page, written over in place on Linux.
-// Repeated 50 times each.
+// files of 256 KiB whose every byte changes, replaced by a rename, and, written over in
+// place on Linux, files of a page and files of 256 KiB whose one byte changes. Repeated 50
+// times each.
 func TestCrashWhileRewriting(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: spawns and kills 100 processes")
+		t.Skip("-short: spawns and kills 150 processes")
 	}
 	for _, c := range []struct {
+		name        string
 		size        int
+		one         bool
 		total, each string // as view shows them
-	}{{256 << 10, "768.0K", "256.0K"}, {4096, "12.0K", "4.0K"}} {
-		t.Run(strconv.Itoa(c.size), func(t *testing.T) { crashWhileRewriting(t, c.size, c.total, c.each) })
+	}{
+		{"256K", 256 << 10, false, "768.0K", "256.0K"},
+		{"page", 4096, false, "12.0K", "4.0K"},
+		{"256K-one-byte", 256 << 10, true, "768.0K", "256.0K"},
+	} {
+		t.Run(c.name, func(t *testing.T) { crashWhileRewriting(t, c.size, c.one, c.total, c.each) })
 	}
 }
 
-func crashWhileRewriting(t *testing.T, size int, total, each string) {
+func crashWhileRewriting(t *testing.T, size int, one bool, total, each string) {
 	dir := filepath.Join(t.TempDir(), "store")
 	os.MkdirAll(dir, 0o700)
 	for i := 0; i < rewriteFiles; i++ {
 		name := fmt.Sprintf("f%d", i)
-		os.WriteFile(filepath.Join(dir, name+".txt"), []byte(rewriteContent(name, 'A', size)), 0o600)
+		os.WriteFile(filepath.Join(dir, name+".txt"), []byte(rewriteContent(name, 'A', size, one)), 0o600)
 	}
 	wantListing := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n" + total + "\t/memories\n" + each + "\t/memories/f0.txt\n" + each + "\t/memories/f1.txt\n" + each + "\t/memories/f2.txt"
-	leftovers := 0
+	leftovers, flipped := 0, 0
 	for round := 0; round < 50; round++ {
-		cmd, _ := startReady(t, "rewrite", dir, "MEMORY_MCP_TEST_SIZE="+strconv.Itoa(size))
+		env := []string{"MEMORY_MCP_TEST_SIZE=" + strconv.Itoa(size)}
+		if one {
+			env = append(env, "MEMORY_MCP_TEST_ONE=1")
+		}
+		cmd, _ := startReady(t, "rewrite", dir, env...)
 		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
@@ -210,7 +228,10 @@ func crashWhileRewriting(t *testing.T, size int, total, each string) {
 			if err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
-			if s := string(data); s != rewriteContent(name, 'A', size) && s != rewriteContent(name, 'B', size) {
+			if string(data) == rewriteContent(name, 'B', size, one) {
+				flipped++
+			}
+			if s := string(data); s != rewriteContent(name, 'A', size, one) && s != rewriteContent(name, 'B', size, one) {
 				t.Fatalf("round %d: %s holds neither its old nor its new content (%d bytes)", round, name, len(data))
 			}
 		}
@@ -225,6 +246,9 @@ func crashWhileRewriting(t *testing.T, size int, total, each string) {
 		}
 	}
 	t.Logf("temporary files left by the kills: %d (each round kills mid-write at a random moment)", leftovers)
+	if flipped == 0 {
+		t.Errorf("no round found a file rewritten: the rewriting child changed nothing")
+	}
 
 	// The next change sweeps what the crashes left behind.
 	s, err := vfs.OpenOSStore(dir)

@@ -110,13 +110,14 @@ func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
 func (s *AferoStorage) walOn() bool { return s.history != nil && s.history.wal != nil }
 
 // writeFile writes data to name atomically: flushed unless the write-ahead log records
-// the change, and then written in place where that is atomic too (see inplace.go).
-func (s *AferoStorage) writeFile(name string, data []byte, noReplace bool) error {
+// the change, and then written in place where that is atomic too (see inplace.go; old is
+// the content the file held, when known).
+func (s *AferoStorage) writeFile(name string, data []byte, noReplace bool, old []byte, oldKnown bool) error {
 	if s.walOn() {
 		if noReplace {
 			return s.history.wal.fs.WriteFileUnsynced(name, data, true)
 		}
-		return s.history.wal.fs.WriteFileInPlace(name, data)
+		return s.history.wal.fs.WriteFileInPlace(name, data, old, oldKnown)
 	}
 	return s.fs.WriteFileAtomic(name, data, noReplace)
 }
@@ -478,25 +479,34 @@ func (tx *aferoTx) List(ctx context.Context, p Path) ([]Entry, error) {
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
 func (tx *aferoTx) WriteFile(ctx context.Context, p Path, data []byte) error {
+	return tx.writeFile(ctx, p, nil, false, data)
+}
+
+// WriteFileOver is WriteFile for a file known to hold old (see overWriter).
+func (tx *aferoTx) WriteFileOver(ctx context.Context, p Path, old, data []byte) error {
+	return tx.writeFile(ctx, p, old, true, data)
+}
+
+func (tx *aferoTx) writeFile(ctx context.Context, p Path, old []byte, oldKnown bool, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := tx.beforeChange(); err != nil {
 		return err
 	}
-	var old int64
+	var was int64
 	tx.s.cacheMu.Lock()
 	known := tx.s.usageKnown
 	tx.s.cacheMu.Unlock()
 	if known {
 		if fi, err := tx.s.fs.Stat(p.Name()); err == nil {
-			old = fi.Size()
+			was = fi.Size()
 		}
 	}
-	if err := tx.s.writeFile(p.Name(), data, false); err != nil {
+	if err := tx.s.writeFile(p.Name(), data, false, old, oldKnown); err != nil {
 		return err
 	}
-	tx.s.addUsage(int64(len(data)) - old)
+	tx.s.addUsage(int64(len(data)) - was)
 	tx.touch(p.Name())
 	return nil
 }
@@ -521,7 +531,7 @@ func (tx *aferoTx) CreateFile(ctx context.Context, p Path, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.s.writeFile(p.Name(), data, true); err != nil {
+	if err := tx.s.writeFile(p.Name(), data, true, nil, false); err != nil {
 		undo()
 		return err
 	}

@@ -184,12 +184,13 @@ func baseName(name string) string {
 	return name
 }
 
-// overwritable reports whether the file, as opened, can be written over in place with n
-// bytes (see inplace.go): a regular file with no other name (writing through it would
-// change the other too) that n bytes do not make shorter, with the blocks for them
-// allocated first, so that the write cannot run out of space half-way.
-func (f *fdFile) overwritable(n int64) bool {
-	if f.st.Mode&syscall.S_IFMT != syscall.S_IFREG || f.st.Nlink != 1 || n < f.st.Size {
+// overwritable reports whether the file, as opened, can be written over in place to hold
+// n bytes (see inplace.go): a regular file with no other name (writing through it would
+// change the other too), of size bytes unless size is -1, that n bytes do not make
+// shorter, with the blocks for them allocated first, so that the write cannot run out of
+// space half-way.
+func (f *fdFile) overwritable(n, size int64) bool {
+	if f.st.Mode&syscall.S_IFMT != syscall.S_IFREG || f.st.Nlink != 1 || n < f.st.Size || size >= 0 && f.st.Size != size {
 		return false
 	}
 	return n == f.st.Size || retryErr(func() error { return unix.Fallocate(f.fd, unix.FALLOC_FL_KEEP_SIZE, 0, n) }) == nil

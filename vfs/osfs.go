@@ -444,26 +444,34 @@ func (f *OSFs) WriteFileUnsynced(name string, data []byte, noReplace bool) error
 
 // overwriter is a file that WriteFileInPlace may write over (an fdFile, Linux).
 type overwriter interface {
-	overwritable(n int64) bool
+	overwritable(n, size int64) bool
 }
 
 // WriteFileInPlace replaces the content of the existing file name with data, as
 // WriteFileUnsynced does, but writes over the file when that is as atomic as a rename (see
-// inplace.go): data fits in one write of at most inPlaceMax bytes at the start of a
-// regular file, with no other name, that it does not make shorter.
-func (f *OSFs) WriteFileInPlace(name string, data []byte) error {
-	if len(data) > inPlaceMax {
+// inplace.go): a regular file with no other name, that data does not make shorter, where
+// what changes fits in one page. With oldKnown, old is what the file holds (its size is
+// checked), and only the bytes that differ are written; without, all of data is, at most a
+// page.
+func (f *OSFs) WriteFileInPlace(name string, data, old []byte, oldKnown bool) error {
+	off, end, size := 0, len(data), int64(-1)
+	ok := len(data) <= inPlaceMax
+	if oldKnown {
+		off, end, ok = inPlaceRange(old, data)
+		size = int64(len(old))
+	}
+	if !ok {
 		return f.WriteFileUnsynced(name, data, false)
 	}
 	w, err := f.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return f.WriteFileUnsynced(name, data, false)
 	}
-	if o, ok := w.(overwriter); !ok || !o.overwritable(int64(len(data))) {
+	if o, ok := w.(overwriter); !ok || !o.overwritable(int64(len(data)), size) {
 		w.Close()
 		return f.WriteFileUnsynced(name, data, false)
 	}
-	n, err := w.WriteAt(data, 0)
+	n, err := w.WriteAt(data[off:end], int64(off))
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}

@@ -256,7 +256,13 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 			return err
 		}
 	}
-	if err := tx.settle(tx.t.WriteFile(tx.ctx, p, data)); err != nil {
+	var err2 error
+	if w, ok := tx.t.(overWriter); ok && tx.readPath == p.clean {
+		err2 = w.WriteFileOver(tx.ctx, p, tx.readData, data)
+	} else {
+		err2 = tx.t.WriteFile(tx.ctx, p, data)
+	}
+	if err := tx.settle(err2); err != nil {
 		return err
 	}
 	tx.readPath, tx.readData = "", nil

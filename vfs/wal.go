@@ -83,8 +83,8 @@ type durableFS interface {
 	// WriteFileUnsynced is WriteFileAtomic without its flushes.
 	WriteFileUnsynced(name string, data []byte, noReplace bool) error
 	// WriteFileInPlace is WriteFileUnsynced for an existing file, written over where that
-	// is as atomic (see inplace.go).
-	WriteFileInPlace(name string, data []byte) error
+	// is as atomic (see inplace.go); old is what the file holds, if oldKnown.
+	WriteFileInPlace(name string, data, old []byte, oldKnown bool) error
 }
 
 // walFS returns fsys as a durableFS when the write-ahead log can run on it.

@@ -119,24 +119,38 @@ func TestOSStoreLeavesNoDescriptorsOpen(t *testing.T) {
 }
 
 // With the write-ahead log, a change writes a file over in place where that is as atomic as
-// the rename (one write of at most a page at the start of a plain file with one name, that
-// does not make it shorter), and keeps its inode; anything else is replaced by a rename.
-// A second name of the file, or the file a link points to, never changes.
+// the rename (one write within one page of a plain file with one name, that does not make
+// it shorter), and keeps its inode; anything else is replaced by a rename. A change that
+// read the file first writes only the bytes that differ; one that did not writes all of
+// it. A second name of the file, or the file a link points to, never changes.
 func TestOSWritesSmallFilesInPlace(t *testing.T) {
 	needWAL(t)
 	page := strings.Repeat("x", inPlaceMax)
+	big := strings.Repeat("0123456789abcdef", 3*inPlaceMax/16) // three pages
+	at := func(s string, i int, with string) string { return s[:i] + with + s[i+len(with):] }
 	cases := []struct {
 		name, before, after, other string // other: "", "hard" or "symbolic" (f.md → t.md)
+		read                       bool   // the change reads the file first
 		inPlace                    bool
 	}{
-		{"same length", "alpha\n", "ALPHA\n", "", true},
-		{"longer", "alpha\n", "alpha\nbeta\n", "", true},
-		{"a page", "a", page, "", true},
-		{"empty to some", "", "alpha\n", "", true},
-		{"shorter", "alpha\nbeta\n", "alpha\n", "", false},
-		{"past a page", "a", page + "x", "", false},
-		{"a second name", "alpha\n", "ALPHA\n", "hard", false},
-		{"a symbolic link", "alpha\n", "ALPHA\n", "symbolic", false},
+		{"same length", "alpha\n", "ALPHA\n", "", false, true},
+		{"longer", "alpha\n", "alpha\nbeta\n", "", false, true},
+		{"a page", "a", page, "", false, true},
+		{"empty to some", "", "alpha\n", "", false, true},
+		{"shorter", "alpha\nbeta\n", "alpha\n", "", false, false},
+		{"past a page", "a", page + "x", "", false, false},
+		{"a second name", "alpha\n", "ALPHA\n", "hard", false, false},
+		{"a symbolic link", "alpha\n", "ALPHA\n", "symbolic", false, false},
+		{"large, unread", big, at(big, 5000, "CHANGED"), "", false, false},
+		{"large, one page changed", big, at(big, 5000, "CHANGED"), "", true, true},
+		{"large, the first and last byte of a page", big, at(at(big, inPlaceMax, "<"), 2*inPlaceMax-1, ">"), "", true, true},
+		{"large, two pages changed", big, at(big, 2*inPlaceMax-3, "CHANGED"), "", true, false},
+		{"large, appended in the last page", big[:len(big)-100], big, "", true, true},
+		{"large, appended into a new page", big[:2*inPlaceMax-1], big[:2*inPlaceMax+1], "", true, false},
+		{"large, shorter", big, big[:len(big)-1], "", true, false},
+		{"large, nothing changed", big, big, "", true, true},
+		{"large, a second name", big, at(big, 5000, "CHANGED"), "hard", true, false},
+		{"large, edited since it was read", big, at(big, 5000, "CHANGED"), "edited", true, false},
 	}
 	for _, flushEach := range []bool{false, true} {
 		for _, c := range cases {
@@ -144,7 +158,7 @@ func TestOSWritesSmallFilesInPlace(t *testing.T) {
 				dir := t.TempDir()
 				f, other := filepath.Join(dir, "f.md"), filepath.Join(dir, "t.md")
 				switch c.other {
-				case "":
+				case "", "edited":
 					os.WriteFile(f, []byte(c.before), 0o600)
 				case "hard":
 					os.WriteFile(f, []byte(c.before), 0o600)
@@ -164,8 +178,18 @@ func TestOSWritesSmallFilesInPlace(t *testing.T) {
 				defer s.Close()
 				var before unix.Stat_t
 				unix.Lstat(f, &before)
+				p := MustResolve("/memories/f.md")
 				if err := s.Update(context.Background(), func(tx *Tx) error {
-					return tx.WriteFile(MustResolve("/memories/f.md"), []byte(c.after))
+					if c.read {
+						if _, err := tx.ReadFile(p); err != nil {
+							return err
+						}
+					}
+					if c.other == "edited" {
+						// By hand, between the read and the write: the size tells.
+						os.WriteFile(f, []byte(c.before[:len(c.before)-4]), 0o600)
+					}
+					return tx.WriteFile(p, []byte(c.after))
 				}); err != nil {
 					t.Fatal(err)
 				}
@@ -178,14 +202,22 @@ func TestOSWritesSmallFilesInPlace(t *testing.T) {
 					t.Errorf("f.md is no longer a regular file (mode %o)", after.Mode)
 				}
 				if b, _ := os.ReadFile(f); string(b) != c.after {
-					t.Errorf("f.md holds %q, want %q", b, c.after)
+					t.Errorf("f.md holds %d bytes, not the %d written (differing from byte %d)", len(b), len(c.after), firstDiff(string(b), c.after))
 				}
-				if c.other != "" {
+				if c.other == "hard" || c.other == "symbolic" {
 					if b, _ := os.ReadFile(other); string(b) != c.before {
-						t.Errorf("t.md changed through f.md: %q, want %q", b, c.before)
+						t.Errorf("t.md changed through f.md")
 					}
 				}
 			})
 		}
 	}
+}
+
+func firstDiff(a, b string) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
 }

@@ -812,3 +812,34 @@ func TestTorn(t *testing.T) {
 		t.Error("torn with no states")
 	}
 }
+
+// inPlaceRange writes only the bytes that differ, and only where they fall in one page of a
+// content that is not shorter.
+func TestInPlaceRange(t *testing.T) {
+	page := inPlaceMax
+	big := strings.Repeat("z", 3*page)
+	for _, c := range []struct {
+		name, old, data string
+		off, end        int
+		ok              bool
+	}{
+		{"from nothing", "", "abc", 0, 3, true},
+		{"nothing differs", "abc", "abc", 3, 3, true},
+		{"one byte", "abc", "aXc", 1, 2, true},
+		{"appended", "abc", "abcdef", 3, 6, true},
+		{"changed and appended", "abc", "aXcdef", 1, 6, true},
+		{"shorter", "abcdef", "abc", 0, 0, false},
+		{"a page from nothing", "", big[:page], 0, page, true},
+		{"past a page from nothing", "", big[:page+1], 0, 0, false},
+		{"within the second page", big, big[:page+5] + "XY" + big[page+7:], page + 5, page + 7, true},
+		{"across two pages", big, big[:page-1] + "XY" + big[page+1:], 0, 0, false},
+		{"the first and last byte of a page", big, big[:page] + "X" + big[page+1:2*page-1] + "Y" + big[2*page:], page, 2 * page, true},
+		{"appended up to a page's end", big[:page+10], big[:2*page], page + 10, 2 * page, true},
+		{"appended past a page's end", big[:page+10], big[:2*page+1], 0, 0, false},
+	} {
+		off, end, ok := inPlaceRange([]byte(c.old), []byte(c.data))
+		if ok != c.ok || ok && (off != c.off || end != c.end) {
+			t.Errorf("%s: inPlaceRange = %d, %d, %v; want %d, %d, %v", c.name, off, end, ok, c.off, c.end, c.ok)
+		}
+	}
+}
