@@ -471,13 +471,14 @@ func (f *OSFs) WriteFileInPlace(name string, data, old []byte, oldKnown bool) er
 		w.Close()
 		return f.WriteFileUnsynced(name, data, false)
 	}
-	n, err := w.WriteAt(data[off:end], int64(off))
+	_, err = w.WriteAt(data[off:end], int64(off))
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil && n == 0 {
-		// Nothing written: the other way may still succeed.
-		return f.WriteFileUnsynced(name, data, false)
+	if err != nil && f.WriteFileUnsynced(name, data, false) == nil {
+		// Cut short (by an I/O error: the allocation made first rules out running out of
+		// space), then written whole the other way.
+		return nil
 	}
 	return err
 }

@@ -256,13 +256,13 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 			return err
 		}
 	}
-	var err2 error
+	var opErr error
 	if w, ok := tx.t.(overWriter); ok && tx.readPath == p.clean {
-		err2 = w.WriteFileOver(tx.ctx, p, tx.readData, data)
+		opErr = w.WriteFileOver(tx.ctx, p, tx.readData, data) // only what changed (inplace.go)
 	} else {
-		err2 = tx.t.WriteFile(tx.ctx, p, data)
+		opErr = tx.t.WriteFile(tx.ctx, p, data)
 	}
-	if err := tx.settle(err2); err != nil {
+	if err := tx.settle(opErr); err != nil {
 		return err
 	}
 	tx.readPath, tx.readData = "", nil

@@ -598,11 +598,11 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	// file that shows a mix of the states, which a write in place that the crash cut short
 	// leaves (torn, inplace.go). A file that shows anything else was edited by hand since
 	// and is left alone.
-	paths := map[string][]state{}
+	paths := map[string][]recoveryState{}
 	var order []string
-	step := func(p string, before, after state) {
+	step := func(p string, before, after recoveryState) {
 		if _, ok := paths[p]; !ok {
-			paths[p] = []state{before}
+			paths[p] = []recoveryState{before}
 			order = append(order, p)
 		}
 		paths[p] = append(paths[p], after)
@@ -611,14 +611,14 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		for _, v := range w.stands(r) {
 			switch v.Kind {
 			case Created:
-				step(v.Path, state{}, state{true, v.SHA256})
+				step(v.Path, recoveryState{}, recoveryState{true, v.SHA256})
 			case Modified:
-				step(v.Path, state{true, v.Prev}, state{true, v.SHA256})
+				step(v.Path, recoveryState{true, v.Prev}, recoveryState{true, v.SHA256})
 			case Deleted:
-				step(v.Path, state{true, v.Prev}, state{})
+				step(v.Path, recoveryState{true, v.Prev}, recoveryState{})
 			case Moved:
-				step(v.Path, state{true, v.Prev}, state{})
-				step(v.NewPath, state{}, state{true, v.SHA256})
+				step(v.Path, recoveryState{true, v.Prev}, recoveryState{})
+				step(v.NewPath, recoveryState{}, recoveryState{true, v.SHA256})
 			}
 		}
 	}
@@ -632,11 +632,11 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	for _, p := range order {
 		states := paths[p]
 		name := Path{clean: p}.Name()
-		var now state
+		var now recoveryState
 		var data []byte
 		lost := false // empty or zeros
 		if d, err := readAll(fsys, name); err == nil {
-			data, now = d, state{true, DigestOf(d)}
+			data, now = d, recoveryState{true, DigestOf(d)}
 			lost = !slices.ContainsFunc(d, func(b byte) bool { return b != 0 })
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			continue // not a file (a directory made since, say): left alone
@@ -675,8 +675,8 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	return ht.checkpointLog(h, true)
 }
 
-// state is a file's state in recovery: absent, or a content.
-type state struct {
+// recoveryState is a file's state in recovery: absent, or a content.
+type recoveryState struct {
 	exists bool
 	sum    Digest
 }
@@ -684,7 +684,7 @@ type state struct {
 // tornAmong reports whether data, a file's content now (digest now), is what a write in
 // place cut short leaves of a file that passed through states (see torn); content gives
 // the contents they name.
-func tornAmong(data []byte, now state, states []state, content func(Digest) ([]byte, bool)) bool {
+func tornAmong(data []byte, now recoveryState, states []recoveryState, content func(Digest) ([]byte, bool)) bool {
 	if !now.exists {
 		return false
 	}
