@@ -271,15 +271,31 @@ func testDirectCallsAnswerAsMCPGo(t *testing.T, modern bool) {
 
 // A tool call that waits (here for the storage lock, held by another process) passes the
 // reading of stdin on: the next request is answered meanwhile, and notifications/cancelled
-// ends the waiting call at once, with a tool error, long before its timeout.
+// ends the waiting call at once, with a tool error, long before its timeout. Standard
+// input as an operating system's pipe, which the loop polls before it passes the reading
+// on, and as any other reader, whose reading it passes on unasked.
 func TestStdioCancelAndReadWhileACallWaits(t *testing.T) {
+	t.Run("os-pipe", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		cancelAndReadWhileACallWaits(t, r, w)
+	})
+	t.Run("io-pipe", func(t *testing.T) {
+		r, w := io.Pipe()
+		cancelAndReadWhileACallWaits(t, r, w)
+	})
+}
+
+func cancelAndReadWhileACallWaits(t *testing.T, inR io.Reader, inW io.WriteCloser) {
 	root := t.TempDir()
 	lock, err := vfs.NewOSFs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var errOut syncBuffer
 	done := make(chan int, 1)

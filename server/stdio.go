@@ -66,6 +66,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 
 	l := &stdioLoop{s: s, w: w, reqCtx: reqCtx, listenCtx: listenCtx, stopCtx: ctx, token: make(chan struct{}, 1), cancels: map[string]context.CancelFunc{},
 		r: bufio.NewReaderSize(in, 64<<10), maxLine: maxLine, inputDone: make(chan struct{}), idleNow: make(chan struct{})}
+	l.waiting = inputWaiting(in)
 	l.workers = 1
 	l.token <- struct{}{}
 	go l.work()
@@ -108,7 +109,11 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 // the goroutine that read it, with no hand-off on its way; should serving take longer than
 // handoffAfter, the reading passes to another worker (an idle one, or a new one up to
 // maxStdioRequests), so that the next line (a cancellation, another call) is read at once.
-// A call that ends sooner keeps the reading, and no goroutine is woken for it. Workers
+// A call that ends sooner keeps the reading, and no goroutine is woken for it. Where the
+// input can be polled (a pipe, on Unix), the reading passes on only once a next line is
+// there (read already, or waiting in the pipe), looked for again every handoffAfter: a
+// client that waits for each answer, as most do, never wakes another worker, even for
+// calls that wait for the disk. Workers
 // live as long as the input, so their stacks have grown already.
 type stdioLoop struct {
 	s                          *Server
@@ -120,6 +125,11 @@ type stdioLoop struct {
 	r       *bufio.Reader
 	maxLine int64
 	eof     bool // guarded by token
+
+	// waiting reports whether the input holds more than r has read (nil: unknown, and
+	// the reading passes on unasked); buffered, whether r holds more than the leader took.
+	waiting  func() bool
+	buffered atomic.Bool
 
 	inputDone chan struct{} // closed when the input ended; readErr says how
 	readErr   error
@@ -149,8 +159,32 @@ func (l *stdioLoop) passToken() {
 }
 
 func (l *stdioLoop) work() {
-	handoff := time.AfterFunc(time.Hour, l.passToken)
+	// The hand-off: serving says a call runs on this worker and the reading is still
+	// its own; passed, that the timer passed it on. hmu orders the timer and the worker.
+	var (
+		hmu             sync.Mutex
+		serving, passed bool
+		handoff         *time.Timer
+	)
+	hmu.Lock()
+	handoff = time.AfterFunc(time.Hour, func() {
+		hmu.Lock()
+		if !serving {
+			hmu.Unlock()
+			return
+		}
+		if !l.lineWaiting() {
+			handoff.Reset(handoffAfter) // nothing to read yet: look again later
+			hmu.Unlock()
+			return
+		}
+		serving, passed = false, true
+		hmu.Unlock()
+		l.s.handoffs.Add(1)
+		l.passToken()
+	})
 	handoff.Stop()
+	hmu.Unlock()
 	leading := false
 	for {
 		if !leading {
@@ -202,16 +236,27 @@ func (l *stdioLoop) work() {
 		if stopped {
 			continue
 		}
+		hmu.Lock()
+		serving, passed = true, false
 		handoff.Reset(handoffAfter)
+		hmu.Unlock()
 		l.serve(line, &req)
-		// Stop fails once passToken ran (or runs): the reading is someone else's then.
-		leading = handoff.Stop()
+		hmu.Lock()
+		serving = false
+		leading = !passed // once passed, the reading is someone else's
+		handoff.Stop()
+		hmu.Unlock()
 		l.mu.Lock()
 		if l.running--; l.running == 0 && l.stopped {
 			close(l.idleNow)
 		}
 		l.mu.Unlock()
 	}
+}
+
+// lineWaiting reports whether a next line may be there to read (see stdioLoop).
+func (l *stdioLoop) lineWaiting() bool {
+	return l.waiting == nil || l.buffered.Load() || l.waiting()
 }
 
 // serve answers one request.
@@ -268,6 +313,7 @@ func (l *stdioLoop) next() ([]byte, error) {
 				l.w.write(errorResponse(nil, mcp.INVALID_REQUEST, fmt.Sprintf("Request too large: the limit is %d bytes", l.maxLine)))
 			}
 		} else if len(bytes.TrimSpace(buf)) > 0 {
+			l.buffered.Store(l.r.Buffered() > 0)
 			return buf, nil
 		}
 		buf, tooLong = nil, false
