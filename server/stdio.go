@@ -143,8 +143,9 @@ type stdioLoop struct {
 	idleNow chan struct{} // closed when running falls to 0 after stopped
 }
 
-// handoffAfter is how long a call keeps the reading before passing it on.
-const handoffAfter = 200 * time.Microsecond
+// handoffAfter is how long a call keeps the reading before passing it on (or looking whether
+// to): longer than a durable change on disk takes, so that the timer rarely fires.
+const handoffAfter = 2 * time.Millisecond
 
 // passToken hands the reading on: to an idle worker, or to a new one when none is idle and
 // the pool is not full (else the first worker to finish takes it).
