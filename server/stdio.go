@@ -108,13 +108,13 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 // at reading (leader and followers). The worker that reads a request serves it itself, on
 // the goroutine that read it, with no hand-off on its way; should serving take longer than
 // handoffAfter, the reading passes to another worker (an idle one, or a new one up to
-// maxStdioRequests), so that the next line (a cancellation, another call) is read at once.
-// A call that ends sooner keeps the reading, and no goroutine is woken for it. Where the
-// input can be polled (a pipe, on Unix), the reading passes on only once a next line is
-// there (read already, or waiting in the pipe), looked for again every handoffAfter: a
-// client that waits for each answer, as most do, never wakes another worker, even for
-// calls that wait for the disk. Workers
-// live as long as the input, so their stacks have grown already.
+// maxStdioRequests), so that the next line (a cancellation, another call) is read within
+// that time. A call that ends sooner keeps the reading, and no goroutine is woken for it.
+// Where the input can be polled (a pipe, on Unix), the reading passes on only once a next
+// line is there (read already, or waiting in the pipe), looked for again every
+// handoffAfter: a client that waits for each answer, as most do, never wakes another
+// worker, even for calls that wait for the disk. Workers live as long as the input, so
+// their stacks have grown already.
 type stdioLoop struct {
 	s                          *Server
 	w                          *stdioWriter
@@ -159,33 +159,62 @@ func (l *stdioLoop) passToken() {
 	l.token <- struct{}{}
 }
 
+// handoff is a worker's timer that passes the reading on for a call that outlasts
+// handoffAfter (see stdioLoop). mu orders the timer and the worker: serving says a call
+// runs and the reading is still the worker's; passed, that the timer passed it on.
+type handoff struct {
+	l               *stdioLoop
+	mu              sync.Mutex
+	serving, passed bool
+	timer           *time.Timer
+}
+
+func (l *stdioLoop) newHandoff() *handoff {
+	h := &handoff{l: l}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timer = time.AfterFunc(time.Hour, h.fire)
+	h.timer.Stop()
+	return h
+}
+
+func (h *handoff) fire() {
+	h.mu.Lock()
+	if !h.serving {
+		h.mu.Unlock()
+		return
+	}
+	if !h.l.lineWaiting() {
+		h.timer.Reset(handoffAfter) // nothing to read yet: look again later
+		h.mu.Unlock()
+		return
+	}
+	h.serving, h.passed = false, true
+	h.mu.Unlock()
+	h.l.s.handoffs.Add(1)
+	h.l.passToken()
+}
+
+// begin arms the timer for a call.
+func (h *handoff) begin() {
+	h.mu.Lock()
+	h.serving, h.passed = true, false
+	h.timer.Reset(handoffAfter)
+	h.mu.Unlock()
+}
+
+// end disarms it once the call is over, and reports whether the worker still holds the
+// reading (once passed on, it is someone else's).
+func (h *handoff) end() (leading bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.serving = false
+	h.timer.Stop()
+	return !h.passed
+}
+
 func (l *stdioLoop) work() {
-	// The hand-off: serving says a call runs on this worker and the reading is still
-	// its own; passed, that the timer passed it on. hmu orders the timer and the worker.
-	var (
-		hmu             sync.Mutex
-		serving, passed bool
-		handoff         *time.Timer
-	)
-	hmu.Lock()
-	handoff = time.AfterFunc(time.Hour, func() {
-		hmu.Lock()
-		if !serving {
-			hmu.Unlock()
-			return
-		}
-		if !l.lineWaiting() {
-			handoff.Reset(handoffAfter) // nothing to read yet: look again later
-			hmu.Unlock()
-			return
-		}
-		serving, passed = false, true
-		hmu.Unlock()
-		l.s.handoffs.Add(1)
-		l.passToken()
-	})
-	handoff.Stop()
-	hmu.Unlock()
+	handoff := l.newHandoff()
 	leading := false
 	for {
 		if !leading {
@@ -237,16 +266,9 @@ func (l *stdioLoop) work() {
 		if stopped {
 			continue
 		}
-		hmu.Lock()
-		serving, passed = true, false
-		handoff.Reset(handoffAfter)
-		hmu.Unlock()
+		handoff.begin()
 		l.serve(line, &req)
-		hmu.Lock()
-		serving = false
-		leading = !passed // once passed, the reading is someone else's
-		handoff.Stop()
-		hmu.Unlock()
+		leading = handoff.end()
 		l.mu.Lock()
 		if l.running--; l.running == 0 && l.stopped {
 			close(l.idleNow)

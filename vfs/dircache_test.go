@@ -109,15 +109,7 @@ func TestOSDirectoryCacheKeepsTheJail(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "real", "sub", "n.md"), []byte("nested"), 0o600)
 	os.Symlink("real", filepath.Join(dir, "indir"))   // a directory link inside
 	os.Symlink(hostDir, filepath.Join(dir, "outdir")) // one leading outside
-	osfs, err := NewOSFs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer osfs.Close()
-	if _, err := osfs.LockStorage(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	defer osfs.UnlockStorage()
+	osfs := lockedOSFs(t, dir, true)
 	for _, flag := range []int{os.O_RDONLY, os.O_WRONLY | os.O_APPEND, os.O_RDWR | os.O_CREATE} {
 		if f, err := osfs.OpenFile("out", flag, 0o600); err == nil {
 			f.Close()
@@ -170,22 +162,13 @@ func TestOSDirectoryCacheKeepsTheJail(t *testing.T) {
 // directory still lists.
 func TestOSRegularFilesThroughTheCache(t *testing.T) {
 	dir := t.TempDir()
-	osfs, err := NewOSFs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer osfs.Close()
 	if err := os.Mkdir(filepath.Join(dir, "d"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Mkfifo(filepath.Join(dir, "d", "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := osfs.LockStorage(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	defer osfs.UnlockStorage()
+	osfs := lockedOSFs(t, dir, true)
 
 	f, err := osfs.OpenFile("d/a.md", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -290,18 +273,10 @@ func TestOSRegularFilesThroughTheCache(t *testing.T) {
 // does a dozen times (the directory cache's way).
 func BenchmarkOSOpenRead(b *testing.B) {
 	dir := b.TempDir()
-	osfs, err := NewOSFs(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer osfs.Close()
 	if err := os.WriteFile(filepath.Join(dir, "a.md"), make([]byte, 100), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := osfs.LockStorage(context.Background(), false); err != nil {
-		b.Fatal(err)
-	}
-	defer osfs.UnlockStorage()
+	osfs := lockedOSFs(b, dir, false)
 	for b.Loop() {
 		f, err := osfs.Open("a.md")
 		if err != nil {
@@ -315,4 +290,20 @@ func BenchmarkOSOpenRead(b *testing.B) {
 		}
 		f.Close()
 	}
+}
+
+// lockedOSFs opens dir as an OSFs and takes the storage lock (a lock period, in which the
+// directory cache works), both undone when the test ends.
+func lockedOSFs(tb testing.TB, dir string, exclusive bool) *OSFs {
+	tb.Helper()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { osfs.Close() })
+	if _, err := osfs.LockStorage(context.Background(), exclusive); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { osfs.UnlockStorage() })
+	return osfs
 }

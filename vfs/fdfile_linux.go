@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -152,7 +153,7 @@ func (f *fdFile) Stat() (os.FileInfo, error) {
 		}
 	}
 	f.stale = true
-	return &statInfo{name: baseName(f.name), st: f.st}, nil
+	return &statInfo{name: path.Base(f.name), st: f.st}, nil
 }
 
 func (f *fdFile) Sync() error { return f.do("sync", func() error { return unix.Fsync(f.fd) }) }
@@ -173,15 +174,6 @@ func (f *fdFile) Readdir(int) ([]os.FileInfo, error) {
 
 func (f *fdFile) Readdirnames(int) ([]string, error) {
 	return nil, f.pathErr("readdirent", syscall.ENOTDIR)
-}
-
-func baseName(name string) string {
-	for i := len(name) - 1; i >= 0; i-- {
-		if name[i] == '/' {
-			return name[i+1:]
-		}
-	}
-	return name
 }
 
 // overwritable reports whether the file, as opened, can be written over in place to hold

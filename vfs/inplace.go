@@ -18,7 +18,7 @@ import (
 // of it for a small change. The file keeps its inode, its mode and its other attributes.
 //
 // It is done only where it is as atomic as the rename for a crash of the process: one
-// pwrite within one page (inPlaceMax bytes, aligned) and no truncation. The kernel copies a
+// pwrite within one page (pageSize bytes, aligned) and no truncation. The kernel copies a
 // page at a time and checks for a fatal signal only between pages, so a process killed
 // during the call leaves the file all old or all new. The bytes that differ are known from
 // the content the change read (Tx.ReadFile, as str_replace and insert do, through
@@ -39,12 +39,14 @@ type overWriter interface {
 	WriteFileOver(ctx context.Context, p Path, old, data []byte) error
 }
 
-// inPlaceMax is the page of the kernel's cache: a write in place stays within one.
-const inPlaceMax = 4096
+// pageSize is the page of the kernel's cache: a write in place stays within one, since the
+// kernel copies a page at a time, and a crash of the machine leaves a file mixed page by
+// page (the block size of common filesystems too).
+const pageSize = 4096
 
 // inPlaceRange returns the bytes of data, [off, end), that a write over a file holding old
 // must write for the file to hold data, and whether that is one write within one page
-// (inPlaceMax) and data is not shorter than old (a truncation would be a second call).
+// and data is not shorter than old (a truncation would be a second call).
 func inPlaceRange(old, data []byte) (off, end int, ok bool) {
 	if len(data) < len(old) {
 		return 0, 0, false
@@ -61,15 +63,14 @@ func inPlaceRange(old, data []byte) (off, end int, ok bool) {
 			return off, end, true // nothing differs
 		}
 	}
-	return off, end, off/inPlaceMax == (end-1)/inPlaceMax
+	return off, end, off/pageSize == (end-1)/pageSize
 }
 
-// tornBlock is the unit in which a write cut short leaves a file mixed: the page size of the
-// kernel's cache and the block size of common filesystems.
-const tornBlock = 4096
+// allZero reports whether b holds nothing but zeros (or nothing).
+func allZero(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
 
 // torn reports whether data is what a crash can leave of a file written in place whose
-// contents were states: none of them, but each tornBlock of it is the same block of one of
+// contents were states: none of them, but each page of it is the same page of one of
 // them, with zeros past that one's end, or zeros; and its length is one of theirs. (An
 // edit by hand almost never looks like that.)
 func torn(data []byte, states [][]byte) bool {
@@ -83,13 +84,12 @@ func torn(data []byte, states [][]byte) bool {
 	if !lengthOK {
 		return false
 	}
-	zero := func(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
-	for off := 0; off < len(data); off += tornBlock {
-		blk := data[off:min(off+tornBlock, len(data))]
-		ok := zero(blk)
+	for off := 0; off < len(data); off += pageSize {
+		blk := data[off:min(off+pageSize, len(data))]
+		ok := allZero(blk)
 		for _, s := range states {
 			k := min(len(blk), max(0, len(s)-off))
-			ok = ok || bytes.Equal(blk[:k], s[off:off+k]) && zero(blk[k:])
+			ok = ok || bytes.Equal(blk[:k], s[off:off+k]) && allZero(blk[k:])
 		}
 		if !ok {
 			return false

@@ -455,7 +455,7 @@ type overwriter interface {
 // page.
 func (f *OSFs) WriteFileInPlace(name string, data, old []byte, oldKnown bool) error {
 	off, end, size := 0, len(data), int64(-1)
-	ok := len(data) <= inPlaceMax
+	ok := len(data) <= pageSize
 	if oldKnown {
 		off, end, ok = inPlaceRange(old, data)
 		size = int64(len(old))

@@ -637,7 +637,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		lost := false // empty or zeros
 		if d, err := readAll(fsys, name); err == nil {
 			data, now = d, recoveryState{true, DigestOf(d)}
-			lost = !slices.ContainsFunc(d, func(b byte) bool { return b != 0 })
+			lost = allZero(d)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			continue // not a file (a directory made since, say): left alone
 		}

@@ -125,8 +125,8 @@ func TestOSStoreLeavesNoDescriptorsOpen(t *testing.T) {
 // it. A second name of the file, or the file a link points to, never changes.
 func TestOSWritesSmallFilesInPlace(t *testing.T) {
 	needWAL(t)
-	page := strings.Repeat("x", inPlaceMax)
-	big := strings.Repeat("0123456789abcdef", 3*inPlaceMax/16) // three pages
+	page := strings.Repeat("x", pageSize)
+	big := strings.Repeat("0123456789abcdef", 3*pageSize/16) // three pages
 	at := func(s string, i int, with string) string { return s[:i] + with + s[i+len(with):] }
 	cases := []struct {
 		name, before, after, other string // other: "", "hard" or "symbolic" (f.md → t.md)
@@ -143,10 +143,10 @@ func TestOSWritesSmallFilesInPlace(t *testing.T) {
 		{"a symbolic link", "alpha\n", "ALPHA\n", "symbolic", false, false},
 		{"large, unread", big, at(big, 5000, "CHANGED"), "", false, false},
 		{"large, one page changed", big, at(big, 5000, "CHANGED"), "", true, true},
-		{"large, the first and last byte of a page", big, at(at(big, inPlaceMax, "<"), 2*inPlaceMax-1, ">"), "", true, true},
-		{"large, two pages changed", big, at(big, 2*inPlaceMax-3, "CHANGED"), "", true, false},
+		{"large, the first and last byte of a page", big, at(at(big, pageSize, "<"), 2*pageSize-1, ">"), "", true, true},
+		{"large, two pages changed", big, at(big, 2*pageSize-3, "CHANGED"), "", true, false},
 		{"large, appended in the last page", big[:len(big)-100], big, "", true, true},
-		{"large, appended into a new page", big[:2*inPlaceMax-1], big[:2*inPlaceMax+1], "", true, false},
+		{"large, appended into a new page", big[:2*pageSize-1], big[:2*pageSize+1], "", true, false},
 		{"large, shorter", big, big[:len(big)-1], "", true, false},
 		{"large, nothing changed", big, big, "", true, true},
 		{"large, a second name", big, at(big, 5000, "CHANGED"), "hard", true, false},

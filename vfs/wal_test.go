@@ -796,8 +796,8 @@ func TestTorn(t *testing.T) {
 		{"the new content", cur, false},
 		{"new data, old length", cur[:len(old)], true},
 		{"old data, new length", old + zeros(len(cur)-len(old)), true},
-		{"new first block, old second", cur[:tornBlock] + old[tornBlock:], true},
-		{"old first block, new second", old[:tornBlock] + cur[tornBlock:], true},
+		{"new first block, old second", cur[:pageSize] + old[pageSize:], true},
+		{"old first block, new second", old[:pageSize] + cur[pageSize:], true},
 		{"zeros, new length", zeros(len(cur)), true},
 		{"an edit by hand, old length", "edited" + old[6:], false},
 		{"a mix at another length", cur[:len(old)+1], false},
@@ -816,7 +816,7 @@ func TestTorn(t *testing.T) {
 // inPlaceRange writes only the bytes that differ, and only where they fall in one page of a
 // content that is not shorter.
 func TestInPlaceRange(t *testing.T) {
-	page := inPlaceMax
+	page := pageSize
 	big := strings.Repeat("z", 3*page)
 	for _, c := range []struct {
 		name, old, data string
