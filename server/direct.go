@@ -233,17 +233,9 @@ func (s *Server) directHTTP(r *http.Request, body []byte) (resp []byte, ok bool)
 	if mcp.ValidateStandardHeaders(r.Header.Get, info.ProtocolVersion, mcp.MethodToolsCall, msg.Params) != nil {
 		return nil, false
 	}
-	tool := s.toolDefs[req.Params.Name]
-	lookup := func(name string) (string, bool) {
-		v := r.Header.Values(name)
-		if len(v) == 0 {
-			return "", false
-		}
-		return v[0], true
-	}
-	if mcp.ValidateParamHeadersLookup(lookup, &tool, msg.Params) != nil {
-		return nil, false
-	}
+	// mcp-go also checks the headers bound to arguments (x-mcp-header in a tool's schema);
+	// our tools bind none (TestToolsBindNoHeaders), so that check always passes, after
+	// encoding the tool's schema again to find there are none: about 5% of a call's CPU.
 	args, ok := callArguments(&req)
 	if !ok {
 		return nil, false

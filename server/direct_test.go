@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/mark3labs/mcp-go/mcp"
 	"io"
 	"net/http"
 	"regexp"
@@ -94,5 +95,16 @@ func TestHTTPDirectCallsAnswerAsMCPGo(t *testing.T) {
 	// The tenants' memories stayed apart: bob never saw alice's file.
 	if _, _, body := send(directURL, 99, call{"token-bob", "memory_view", `{"path":"/memories"}`, nil, "", true}, ""); strings.Contains(body, ".md") {
 		t.Errorf("bob's memory shows a file: %s", body)
+	}
+}
+
+// The direct way over HTTP leaves out mcp-go's check of the headers a tool's arguments are
+// bound to (x-mcp-header in its schema), because our tools bind none; a tool that binds one
+// must bring that check back into directHTTP.
+func TestToolsBindNoHeaders(t *testing.T) {
+	for _, d := range append(splitTools(), singleTool()) {
+		if b := mcp.ExtractParamHeaderBindings(&d.tool); len(b) > 0 {
+			t.Errorf("tool %s binds arguments to headers %v: directHTTP must check them as mcp-go does", d.tool.Name, b)
+		}
 	}
 }

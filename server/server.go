@@ -57,10 +57,9 @@ type Server struct {
 	authFailures   zerolog.Logger                // sampled: a flood of bad tokens writes a few lines a second
 	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
 	notify         *notifier                     // resource notifications
-	// toolHandlers and toolDefs are the tools' handlers and definitions by name, for the direct
-	// way to a tool call (see direct.go).
+	// toolHandlers are the tools' handlers by name, for the direct way to a tool call (see
+	// direct.go).
 	toolHandlers map[string]mcpserver.ToolHandlerFunc
-	toolDefs     map[string]mcp.Tool
 	directCalls  atomic.Int64 // tool calls served the direct way (tests read it)
 	handoffs     atomic.Int64 // times a stdio call passed the reading on (tests read it)
 	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
@@ -129,11 +128,11 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	if cfg.Tools == ToolsSingle {
 		defs = []toolDef{singleTool()}
 	}
-	s.toolHandlers, s.toolDefs = map[string]mcpserver.ToolHandlerFunc{}, map[string]mcp.Tool{}
+	s.toolHandlers = map[string]mcpserver.ToolHandlerFunc{}
 	for _, d := range defs {
 		h := s.toolHandler(d.tool.Name, d.command)
 		s.mcp.AddTool(d.tool, h)
-		s.toolHandlers[d.tool.Name], s.toolDefs[d.tool.Name] = h, d.tool
+		s.toolHandlers[d.tool.Name] = h
 	}
 	text := cfg.Instructions
 	if text == "" {
