@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -372,6 +373,13 @@ func benchHTTPClients(b *testing.B, urls []string, n int, steps func(i int) []mc
 
 func startHTTPBench(b *testing.B, args ...string) string {
 	b.Helper()
+	_, base := startHTTPBenchCmd(b, args...)
+	return base
+}
+
+// startHTTPBenchCmd starts the binary over HTTP and returns its process and base URL.
+func startHTTPBenchCmd(b *testing.B, args ...string) (*exec.Cmd, string) {
+	b.Helper()
 	if len(args) == 0 {
 		args = []string{"-root", filepath.Join(b.TempDir(), "m")}
 	}
@@ -386,11 +394,11 @@ func startHTTPBench(b *testing.B, args ...string) string {
 	for sc.Scan() {
 		if _, rest, ok := strings.Cut(sc.Text(), `"url":"`); ok {
 			go io.Copy(io.Discard, stderr)
-			return strings.TrimSuffix(rest[:strings.Index(rest, `"`)], "/mcp")
+			return cmd, strings.TrimSuffix(rest[:strings.Index(rest, `"`)], "/mcp")
 		}
 	}
 	b.Fatal("the HTTP server did not start")
-	return ""
+	return nil, ""
 }
 
 // BenchmarkPostgresReplicas runs 32 clients at once over Streamable HTTP on one PostgreSQL
@@ -422,6 +430,65 @@ func BenchmarkPostgresReplicas(b *testing.B) {
 	}
 }
 
+// BenchmarkHTTPWriters32Plain is BenchmarkHTTPWriters32 with clients that cost the server's
+// two cores as little as they can: each of the 32 posts 2026-07-28 tool calls (that era
+// needs no session) through one shared net/http client and reads the answer, where the
+// official SDK's client takes about as much CPU per call as the server. It reports calls/s
+// and the server's CPU time per call (Linux); every call must succeed.
+func BenchmarkHTTPWriters32Plain(b *testing.B) {
+	cmd, base := startHTTPBenchCmd(b, "-root", filepath.Join(b.TempDir(), "m"), "-max-inflight", "256")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+	var calls, failures, id, round atomic.Int64
+	call := func(tool, args string) {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{`+
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},`+
+			`"name":%q,"arguments":%s}}`, id.Add(1), tool, args)
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		calls.Add(1)
+		resp, err := client.Do(req)
+		if err != nil {
+			failures.Add(1)
+			return
+		}
+		answer, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(answer, []byte(`"result"`)) || bytes.Contains(answer, []byte(`"isError":true`)) {
+			if failures.Add(1) == 1 {
+				b.Logf("%s: %d %s", tool, resp.StatusCode, answer)
+			}
+		}
+	}
+	cpu0 := processCPU(cmd.Process.Pid)
+	start := time.Now()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Go(func() {
+				file := strconv.Quote(fmt.Sprintf("/memories/w%02d-%d.md", i, round.Add(1)))
+				call("memory_create", `{"path":`+file+`,"file_text":"# notes\n"}`)
+				call("memory_str_replace", `{"path":`+file+`,"old_str":"notes","new_str":"NOTES"}`)
+				call("memory_insert", `{"path":`+file+`,"insert_line":1,"insert_text":"- fact"}`)
+				call("memory_delete", `{"path":`+file+`}`)
+			})
+		}
+		wg.Wait()
+	}
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(calls.Load())/elapsed.Seconds(), "calls/s")
+	if cpu := processCPU(cmd.Process.Pid); cpu > 0 {
+		b.ReportMetric(float64((cpu-cpu0).Microseconds())/float64(calls.Load()), "server-µs/call")
+	}
+	if failures.Load() > 0 {
+		b.Fatalf("%d of %d calls failed", failures.Load(), calls.Load())
+	}
+}
+
 // BenchmarkHTTPWriters32 runs 32 clients at once over Streamable HTTP on one os store (no
 // tenants), each changing files of its own: creates, edits and deletes, every one durable
 // before it is acknowledged. It reports changes/s; every call must succeed.
@@ -437,4 +504,21 @@ func BenchmarkHTTPWriters32(b *testing.B) {
 			{Name: "memory_delete", Arguments: map[string]any{"path": file}},
 		}
 	})
+}
+
+// processCPU returns the user and system CPU time process pid has used so far, from
+// /proc/PID/stat (in clock ticks of 10 ms); 0 where there is no /proc.
+func processCPU(pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	user, _ := strconv.ParseInt(f[11], 10, 64)
+	system, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(user+system) * 10 * time.Millisecond
 }
