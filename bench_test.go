@@ -431,35 +431,71 @@ func BenchmarkPostgresReplicas(b *testing.B) {
 }
 
 // BenchmarkHTTPWriters32Plain is BenchmarkHTTPWriters32 with clients that cost the server's
-// two cores as little as they can: each of the 32 posts 2026-07-28 tool calls (that era
-// needs no session) through one shared net/http client and reads the answer, where the
-// official SDK's client takes about as much CPU per call as the server. It reports calls/s
-// and the server's CPU time per call (Linux); every call must succeed.
+// two cores as little as they can: each of the 32 posts tool calls through one shared
+// net/http client and reads the answer, where the official SDK's client takes about as much
+// CPU per call as the server. "2026" sends 2026-07-28 calls (that era needs no session and
+// is served the direct way); "2025" opens a 2025-06-18 session per client first (such calls
+// take mcp-go's way). It reports calls/s and the server's CPU time per call (Linux); every
+// call must succeed.
 func BenchmarkHTTPWriters32Plain(b *testing.B) {
+	for _, era := range []string{"2026", "2025"} {
+		b.Run(era, func(b *testing.B) { benchHTTPWritersPlain(b, era == "2026") })
+	}
+}
+
+func benchHTTPWritersPlain(b *testing.B, modern bool) {
 	cmd, base := startHTTPBenchCmd(b, "-root", filepath.Join(b.TempDir(), "m"), "-max-inflight", "256")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer client.CloseIdleConnections()
-	var calls, failures, id, round atomic.Int64
-	call := func(tool, args string) {
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{`+
-			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},`+
-			`"name":%q,"arguments":%s}}`, id.Add(1), tool, args)
+	post := func(session, body string, headers ...string) (*http.Response, []byte, error) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", tool)
-		calls.Add(1)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
 		resp, err := client.Do(req)
 		if err != nil {
-			failures.Add(1)
-			return
+			return nil, nil, err
 		}
+		defer resp.Body.Close()
 		answer, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		return resp, answer, err
+	}
+	sessions := make([]string, 32)
+	for i := range sessions {
+		if modern {
+			break
+		}
+		resp, _, err := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+		if err != nil || resp.Header.Get("Mcp-Session-Id") == "" {
+			b.Fatalf("initialize: %v", err)
+		}
+		sessions[i] = resp.Header.Get("Mcp-Session-Id")
+		if _, _, err := post(sessions[i], `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Protocol-Version", "2025-06-18"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var calls, failures, id, round atomic.Int64
+	call := func(session, tool, args string) {
+		var resp *http.Response
+		var answer []byte
+		var err error
+		if modern {
+			resp, answer, err = post("", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{`+
+				`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},`+
+				`"name":%q,"arguments":%s}}`, id.Add(1), tool, args),
+				"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool)
+		} else {
+			resp, answer, err = post(session, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`,
+				id.Add(1), tool, args), "Mcp-Protocol-Version", "2025-06-18")
+		}
+		calls.Add(1)
 		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(answer, []byte(`"result"`)) || bytes.Contains(answer, []byte(`"isError":true`)) {
-			if failures.Add(1) == 1 {
+			if failures.Add(1) == 1 && resp != nil {
 				b.Logf("%s: %d %s", tool, resp.StatusCode, answer)
 			}
 		}
@@ -468,13 +504,13 @@ func BenchmarkHTTPWriters32Plain(b *testing.B) {
 	start := time.Now()
 	for b.Loop() {
 		var wg sync.WaitGroup
-		for i := range 32 {
+		for i, session := range sessions {
 			wg.Go(func() {
 				file := strconv.Quote(fmt.Sprintf("/memories/w%02d-%d.md", i, round.Add(1)))
-				call("memory_create", `{"path":`+file+`,"file_text":"# notes\n"}`)
-				call("memory_str_replace", `{"path":`+file+`,"old_str":"notes","new_str":"NOTES"}`)
-				call("memory_insert", `{"path":`+file+`,"insert_line":1,"insert_text":"- fact"}`)
-				call("memory_delete", `{"path":`+file+`}`)
+				call(session, "memory_create", `{"path":`+file+`,"file_text":"# notes\n"}`)
+				call(session, "memory_str_replace", `{"path":`+file+`,"old_str":"notes","new_str":"NOTES"}`)
+				call(session, "memory_insert", `{"path":`+file+`,"insert_line":1,"insert_text":"- fact"}`)
+				call(session, "memory_delete", `{"path":`+file+`}`)
 			})
 		}
 		wg.Wait()
