@@ -36,6 +36,13 @@ import (
 // watchInterval is how often a watched memory is checked for changes by other processes.
 const watchInterval = 250 * time.Millisecond
 
+// listEvery is the shortest time between two list_changed notifications about one memory.
+// A burst of creates, renames and deletes is announced by its first change at once and by
+// one more listEvery later, not once per change: each notification is a write to every
+// listener (over Streamable HTTP, an event flushed on its own) and a re-listing by its
+// client, and a client that re-lists after the last one sees every change of the burst.
+const listEvery = 50 * time.Millisecond
+
 // maxSubscriptions bounds the URIs one session or stream follows, and so the memory a
 // client can make the server hold; beyond it, subscriptions are acknowledged and ignored.
 const maxSubscriptions = 1000
@@ -65,6 +72,9 @@ type watch struct {
 	listeners map[*listener]bool
 	paths     map[string]bool // the listed files, to tell list changes made elsewhere
 	stop      context.CancelFunc
+	listSent  time.Time   // the last list_changed
+	listLater *time.Timer // the one due listEvery after it, when the list changed since
+	ended     bool        // the watch stopped: a due list_changed is not sent
 }
 
 func newNotifier(s *Server) *notifier {
@@ -201,8 +211,17 @@ func (n *notifier) removeLocked(l *listener) {
 	}
 	delete(w.listeners, l)
 	if len(w.listeners) == 0 {
-		w.stop()
+		n.endLocked(w)
 		delete(n.watches, l.mem)
+	}
+}
+
+// endLocked stops a watch and the list_changed it had due.
+func (n *notifier) endLocked(w *watch) {
+	w.stop()
+	w.ended = true
+	if w.listLater != nil {
+		w.listLater.Stop()
 	}
 }
 
@@ -211,7 +230,7 @@ func (n *notifier) removeLocked(l *listener) {
 func (n *notifier) close() {
 	n.mu.Lock()
 	for mem, w := range n.watches {
-		w.stop()
+		n.endLocked(w)
 		delete(n.watches, mem)
 	}
 	n.mu.Unlock()
@@ -333,15 +352,44 @@ func (n *notifier) rescan(mem *handlers.Handlers, w *watch) {
 // notifyLocked sends list_changed to the listeners that want it, and updated for every
 // subscribed URI whose content differs from what its listener last heard.
 func (n *notifier) notifyLocked(w *watch, listChanged bool, current func(uri string) (vfs.Digest, bool)) {
+	if listChanged {
+		n.listChangedLocked(w)
+	}
 	for l := range w.listeners {
-		if listChanged && l.listChanged {
-			n.send(l, mcp.MethodNotificationResourcesListChanged, nil)
-		}
 		for uri, last := range l.uris {
 			if d, ok := current(uri); ok && d != last {
 				l.uris[uri] = d
 				n.send(l, mcp.MethodNotificationResourceUpdated, map[string]any{"uri": uri})
 			}
+		}
+	}
+}
+
+// listChangedLocked sends list_changed to the listeners that want it, or, within listEvery
+// of the last one, makes sure one more follows when listEvery has passed.
+func (n *notifier) listChangedLocked(w *watch) {
+	if w.listLater != nil {
+		return // one is due, and will say this change too
+	}
+	if wait := listEvery - time.Since(w.listSent); wait > 0 {
+		w.listLater = time.AfterFunc(wait, func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			w.listLater = nil
+			if !w.ended {
+				n.sendListLocked(w)
+			}
+		})
+		return
+	}
+	n.sendListLocked(w)
+}
+
+func (n *notifier) sendListLocked(w *watch) {
+	w.listSent = time.Now()
+	for l := range w.listeners {
+		if l.listChanged {
+			n.send(l, mcp.MethodNotificationResourcesListChanged, nil)
 		}
 	}
 }
