@@ -235,7 +235,8 @@ func (s *Server) directHTTP(r *http.Request, body []byte) (resp []byte, ok bool)
 	}
 	// mcp-go also checks the headers bound to arguments (x-mcp-header in a tool's schema);
 	// our tools bind none (TestToolsBindNoHeaders), so that check always passes, after
-	// encoding the tool's schema again to find there are none: about 5% of a call's CPU.
+	// encoding the tool's schema again to find there are none (about 5% of the server's CPU
+	// by perf, with 32 writers).
 	args, ok := callArguments(&req)
 	if !ok {
 		return nil, false

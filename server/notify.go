@@ -349,8 +349,9 @@ func (n *notifier) rescan(mem *handlers.Handlers, w *watch) {
 	})
 }
 
-// notifyLocked sends list_changed to the listeners that want it, and updated for every
-// subscribed URI whose content differs from what its listener last heard.
+// notifyLocked sends list_changed to the listeners that want it (at most once per
+// listEvery: see listChangedLocked), and updated for every subscribed URI whose content
+// differs from what its listener last heard.
 func (n *notifier) notifyLocked(w *watch, listChanged bool, current func(uri string) (vfs.Digest, bool)) {
 	if listChanged {
 		n.listChangedLocked(w)
