@@ -435,8 +435,8 @@ func BenchmarkPostgresReplicas(b *testing.B) {
 // net/http client and reads the answer, where the official SDK's client takes about as much
 // CPU per call as the server. "2026" sends 2026-07-28 calls (that era needs no session and
 // is served the direct way); "2025" opens a 2025-06-18 session per client first (such calls
-// take mcp-go's way). It reports calls/s and the server's CPU time per call (Linux); every
-// call must succeed.
+// take mcp-go's way). It reports calls/s and the server's and the clients' CPU time per
+// call (Linux); every call must succeed.
 func BenchmarkHTTPWriters32Plain(b *testing.B) {
 	for _, era := range []string{"2026", "2025"} {
 		b.Run(era, func(b *testing.B) { benchHTTPWritersPlain(b, era == "2026") })
@@ -500,7 +500,7 @@ func benchHTTPWritersPlain(b *testing.B, modern bool) {
 			}
 		}
 	}
-	cpu0 := processCPU(cmd.Process.Pid)
+	cpu0, clientCPU0 := processCPU(cmd.Process.Pid), processCPU(os.Getpid())
 	start := time.Now()
 	for b.Loop() {
 		var wg sync.WaitGroup
@@ -519,6 +519,7 @@ func benchHTTPWritersPlain(b *testing.B, modern bool) {
 	b.ReportMetric(float64(calls.Load())/elapsed.Seconds(), "calls/s")
 	if cpu := processCPU(cmd.Process.Pid); cpu > 0 {
 		b.ReportMetric(float64((cpu-cpu0).Microseconds())/float64(calls.Load()), "server-µs/call")
+		b.ReportMetric(float64((processCPU(os.Getpid())-clientCPU0).Microseconds())/float64(calls.Load()), "client-µs/call")
 	}
 	if failures.Load() > 0 {
 		b.Fatalf("%d of %d calls failed", failures.Load(), calls.Load())

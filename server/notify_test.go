@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -21,44 +19,20 @@ func TestListChangedOncePerBurst(t *testing.T) {
 	defer st.Close()
 	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
 	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- s.ServeStdio(context.Background(), inR, outW, 1<<20)
-		outW.Close()
-	}()
-	type line struct {
-		text string
-		at   time.Time
-	}
-	lines := make(chan line, 1000)
-	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			lines <- line{sc.Text(), time.Now()}
-		}
-		close(lines)
-	}()
+	lines, done := serveStdioTest(s, inR)
 	var notes []time.Time // list_changed arrivals
 	call := func(id int, msg string) time.Time {
 		t.Helper()
 		fmt.Fprintf(inW, msg+"\n", id)
-		for {
-			select {
-			case l := <-lines:
-				switch {
-				case strings.Contains(l.text, `"notifications/resources/list_changed"`):
-					notes = append(notes, l.at)
-				case strings.Contains(l.text, fmt.Sprintf(`"id":%d,`, id)):
-					if strings.Contains(l.text, `"isError":true`) {
-						t.Fatalf("call %d failed: %s", id, l.text)
-					}
-					return l.at
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no answer to call %d", id)
+		answer := awaitAnswer(t, lines, fmt.Sprint(id), func(l stdioLine) {
+			if strings.Contains(l.text, `"notifications/resources/list_changed"`) {
+				notes = append(notes, l.at)
 			}
+		})
+		if strings.Contains(answer.text, `"isError":true`) {
+			t.Fatalf("call %d failed: %s", id, answer.text)
 		}
+		return answer.at
 	}
 	call(0, `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
@@ -70,7 +44,10 @@ func TestListChangedOncePerBurst(t *testing.T) {
 		t.Helper()
 		for {
 			select {
-			case l := <-lines:
+			case l, ok := <-lines:
+				if !ok {
+					return
+				}
 				if strings.Contains(l.text, `"notifications/resources/list_changed"`) {
 					notes = append(notes, l.at)
 				}

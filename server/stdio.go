@@ -171,8 +171,6 @@ type handoff struct {
 
 func (l *stdioLoop) newHandoff() *handoff {
 	h := &handoff{l: l}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.timer = time.AfterFunc(time.Hour, h.fire)
 	h.timer.Stop()
 	return h

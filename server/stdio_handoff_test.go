@@ -46,37 +46,17 @@ func TestStdioPassesTheReadingOnForALineOnly(t *testing.T) {
 			} else {
 				inR, inW = io.Pipe()
 			}
-			outR, outW := io.Pipe()
-			done := make(chan error, 1)
-			go func() {
-				done <- s.ServeStdio(context.Background(), inR, outW, 1<<20)
-				outW.Close()
-			}()
-			answers := make(chan string, 10)
-			go func() {
-				sc := bufio.NewScanner(outR)
-				for sc.Scan() {
-					if strings.Contains(sc.Text(), `"id":`) { // not the notifications
-						answers <- sc.Text()
-					}
-				}
-				close(answers)
-			}()
+			lines, done := serveStdioTest(s, inR)
 			call := func(line, id string) string {
 				t.Helper()
 				if _, err := io.WriteString(inW, line+"\n"); err != nil {
 					t.Fatal(err)
 				}
-				select {
-				case a := <-answers:
-					if !strings.Contains(a, `"id":`+id+`,`) {
-						t.Fatalf("got %s, want the answer to %s", a, id)
+				return awaitAnswer(t, lines, id, func(l stdioLine) {
+					if strings.Contains(l.text, `"id":`) { // not the notifications
+						t.Fatalf("got %s, want the answer to %s", l.text, id)
 					}
-					return a
-				case <-time.After(10 * time.Second):
-					t.Fatalf("no answer to %s", id)
-				}
-				return ""
+				}).text
 			}
 			call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "0")
 			io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
@@ -104,5 +84,50 @@ func TestStdioPassesTheReadingOnForALineOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// stdioLine is a line the server wrote, with the time the test read it.
+type stdioLine struct {
+	text string
+	at   time.Time
+}
+
+// serveStdioTest serves s over stdio, reading in, and returns the lines it writes as they
+// come (closed once its output ends) and what ServeStdio returned.
+func serveStdioTest(s *Server, in io.Reader) (<-chan stdioLine, <-chan error) {
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.ServeStdio(context.Background(), in, outW, 1<<20)
+		outW.Close()
+	}()
+	lines := make(chan stdioLine, 1000)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- stdioLine{sc.Text(), time.Now()}
+		}
+		close(lines)
+	}()
+	return lines, done
+}
+
+// awaitAnswer returns the answer to request id, passing the lines before it to other.
+func awaitAnswer(t *testing.T, lines <-chan stdioLine, id string, other func(stdioLine)) stdioLine {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("no answer to %s: the output ended", id)
+			}
+			if strings.Contains(l.text, `"id":`+id+`,`) {
+				return l
+			}
+			other(l)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer to %s", id)
+		}
 	}
 }

@@ -454,26 +454,9 @@ type overwriter interface {
 // checked), and only the bytes that differ are written; without, all of data is, at most a
 // page.
 func (f *OSFs) WriteFileInPlace(name string, data, old []byte, oldKnown bool) error {
-	off, end, size := 0, len(data), int64(-1)
-	ok := len(data) <= pageSize
-	if oldKnown {
-		off, end, ok = inPlaceRange(old, data)
-		size = int64(len(old))
-	}
-	if !ok {
+	tried, err := f.writeOver(name, data, old, oldKnown)
+	if !tried {
 		return f.WriteFileUnsynced(name, data, false)
-	}
-	w, err := f.OpenFile(name, os.O_WRONLY, 0)
-	if err != nil {
-		return f.WriteFileUnsynced(name, data, false)
-	}
-	if o, ok := w.(overwriter); !ok || !o.overwritable(int64(len(data)), size) {
-		w.Close()
-		return f.WriteFileUnsynced(name, data, false)
-	}
-	_, err = w.WriteAt(data[off:end], int64(off))
-	if cerr := w.Close(); err == nil {
-		err = cerr
 	}
 	if err != nil && f.WriteFileUnsynced(name, data, false) == nil {
 		// Cut short (by an I/O error: the allocation made first rules out running out of
@@ -481,6 +464,33 @@ func (f *OSFs) WriteFileInPlace(name string, data, old []byte, oldKnown bool) er
 		return nil
 	}
 	return err
+}
+
+// writeOver is WriteFileInPlace's write over the file; tried is false where that does not
+// apply (the rename is then the way).
+func (f *OSFs) writeOver(name string, data, old []byte, oldKnown bool) (tried bool, err error) {
+	off, end, size := 0, len(data), int64(-1)
+	ok := len(data) <= pageSize
+	if oldKnown {
+		off, end, ok = inPlaceRange(old, data)
+		size = int64(len(old))
+	}
+	if !ok {
+		return false, nil
+	}
+	w, err := f.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return false, nil
+	}
+	if o, ok := w.(overwriter); !ok || !o.overwritable(int64(len(data)), size) {
+		w.Close()
+		return false, nil
+	}
+	_, err = w.WriteAt(data[off:end], int64(off))
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return true, err
 }
 
 // BootID names this boot of the machine ("" where unknown, which keeps the write-ahead
