@@ -71,17 +71,24 @@ func (f *OSFs) at(n string) (dirfd int, base string, ok bool) {
 	if dir == "" {
 		dir = "."
 	}
+	dirfd, ok = f.dirAt(dir)
+	return dirfd, base, ok
+}
+
+// dirAt returns a descriptor of the directory dir (an os.Root name) from the cache, opening
+// it there first; ok is false outside a lock period.
+func (f *OSFs) dirAt(dir string) (dirfd int, ok bool) {
 	c := &f.dirs
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.active {
-		return 0, "", false
+		return 0, false
 	}
 	d, ok := c.dirs[dir]
 	if !ok {
 		var err error
 		if d, err = f.root.OpenFile(dir, openDir, 0); err != nil {
-			return 0, "", false // the os.Root way reports it
+			return 0, false // the os.Root way reports it
 		}
 		if c.dirs == nil {
 			c.dirs, c.opened = map[string]*os.File{}, map[string]int{}
@@ -89,7 +96,7 @@ func (f *OSFs) at(n string) (dirfd int, base string, ok bool) {
 		c.dirs[dir] = d
 		c.opened[dir]++
 	}
-	return int(d.Fd()), base, true
+	return int(d.Fd()), true
 }
 
 // openAt is OpenFile's way through the cache; ok is false where it does not apply. A
@@ -109,7 +116,7 @@ func (f *OSFs) openAt(n, shown string, flag int, perm os.FileMode) (reg afero.Fi
 		return nil, nil, &fs.PathError{Op: "open", Path: n, Err: err}, true
 	}
 	r := &fdFile{fd: fd, name: shown, append: flag&os.O_APPEND != 0}
-	if err := retryErr(func() error { return unix.Fstat(fd, &r.st) }); err != nil {
+	if err := statAtNoTimes(fd, "", unix.AT_EMPTY_PATH, &r.st); err != nil {
 		unix.Close(fd)
 		return nil, nil, &fs.PathError{Op: "stat", Path: n, Err: err}, true
 	}
@@ -123,11 +130,16 @@ func (f *OSFs) openAt(n, shown string, flag int, perm os.FileMode) (reg afero.Fi
 // apply (for Stat, a symbolic link).
 func (f *OSFs) statAt(n string, follow bool) (os.FileInfo, error, bool) {
 	dirfd, base, ok := f.at(n)
+	name, flags := base, unix.AT_SYMLINK_NOFOLLOW
+	if n == "." { // the root itself
+		dirfd, ok = f.dirAt(".")
+		base, name, flags = ".", "", unix.AT_EMPTY_PATH
+	}
 	if !ok {
 		return nil, nil, false
 	}
 	var st unix.Stat_t
-	err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	err := statAtNoTimes(dirfd, name, flags, &st)
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: n, Err: err}, true
 	}
@@ -177,7 +189,7 @@ func (f *OSFs) renameAt(o, n string, flags uint) (error, bool) {
 	return nil, true
 }
 
-// statInfo is an os.FileInfo from fstatat.
+// statInfo is an os.FileInfo from statAtNoTimes: its ModTime is the zero Unix time.
 type statInfo struct {
 	name string
 	st   unix.Stat_t

@@ -142,13 +142,14 @@ func (f *fdFile) Seek(offset int64, whence int) (int64, error) {
 
 // Stat returns the file's status. The first call, if nothing was written since the open,
 // returns the status read at the open (open, Stat, read is the common way); every later
-// call reads it again, so a file kept open sees its size, links and times change.
+// call reads it again, so a file kept open sees its size and links change. The times are
+// left out (zero; see statMask).
 func (f *fdFile) Stat() (os.FileInfo, error) {
 	if f.fd < 0 {
 		return nil, f.pathErr("stat", os.ErrClosed)
 	}
 	if f.stale {
-		if err := f.do("stat", func() error { return unix.Fstat(f.fd, &f.st) }); err != nil {
+		if err := f.do("stat", func() error { return statAtNoTimes(f.fd, "", unix.AT_EMPTY_PATH, &f.st) }); err != nil {
 			return nil, err
 		}
 	}

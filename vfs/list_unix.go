@@ -53,7 +53,7 @@ func (h fdDir) Entries() ([]Entry, error) {
 	fd := int(h.d.Fd())
 	var st unix.Stat_t
 	for _, n := range names {
-		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := statAtNoTimes(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
 			continue // gone since the names were read
 		}
 		e := Entry{Name: n}

@@ -127,14 +127,14 @@ func (f *OSFs) Close() error {
 // ErrStorageGone while nothing is at the host path, and reopens the directory once one is
 // there again. It runs when no transaction of this process is using the root.
 func (f *OSFs) checkRoot() error {
-	fi, err := os.Stat(f.dir)
+	fi, err := statPath(f.dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return ErrStorageGone
 		}
 		return err
 	}
-	if os.SameFile(fi, f.rootInfo) {
+	if sameFile(fi, f.rootInfo) {
 		return nil
 	}
 	if !fi.IsDir() {
@@ -194,13 +194,16 @@ type osFile struct {
 
 func (f osFile) Name() string { return f.name }
 
+// Stat leaves the times out where the system lets it (see statMask).
+func (f osFile) Stat() (os.FileInfo, error) { return fileStat(f.File) }
+
 // file wraps an opened file, after checking that it is a regular file or a directory:
 // anything else (a fifo, socket or device) is closed again and refused with ErrNotRegular.
 func (f *OSFs) file(name string, file *os.File, err error) (afero.File, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	fi, err := file.Stat()
+	fi, err := fileStat(file)
 	if err != nil {
 		file.Close()
 		return nil, err

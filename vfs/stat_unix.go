@@ -1,0 +1,16 @@
+//go:build unix && !linux
+
+package vfs
+
+import "golang.org/x/sys/unix"
+
+// statAtNoTimes is fstatat(dirfd, name, st, flags). (On Linux it leaves the times out; see
+// stat_linux.go.)
+func statAtNoTimes(dirfd int, name string, flags int, st *unix.Stat_t) error {
+	for {
+		err := unix.Fstatat(dirfd, name, st, flags)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
