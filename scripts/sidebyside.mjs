@@ -13,6 +13,7 @@
 //
 // BEFORE, another build of memory-mcp (an earlier commit, say), adds its os backend to the
 // turns, right after this build's: a before-and-after measured in the same rounds.
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -72,6 +73,11 @@ for (const backend of before ? ['os', 'os (before)', 'memory'] : ['os', 'memory'
 }
 
 async function measure(name) {
+  // Each server starts with nothing of the one before left to write: server-filesystem never
+  // flushes, so the kernel would otherwise write its files back during the next server's
+  // run, and (on ext4 without a journal) each file created in the next 30 s would scan past
+  // the inodes it freed.
+  execFileSync('sync');
   const dir = mkdtempSync(path.join(tmpdir(), 'sbs-'));
   const s = servers[name];
   const transport = new StdioClientTransport({ ...s.start(dir), env: { ...process.env, XDG_DATA_HOME: dir }, stderr: 'ignore' });
