@@ -16,16 +16,22 @@ import (
 // dirCache keeps the directories used while the storage lock is held open, so that a change
 // opens each directory once, not once per operation: os.Root opens every parent of a name
 // on every call, and a change with history makes a dozen calls in the history's
-// directories alone. The directories are opened through the root (so the jail holds); the
-// operations then name only a final element relative to them, with O_NOFOLLOW, and anything
-// that meets a symbolic link there goes the os.Root way. The cache lives from the first
-// holder of the lock to the last (see LockStorage), and forgets a directory that this
-// process renames or removes. An edit by hand that moves a directory while a transaction
-// runs is a race either way: the operation then lands in the moved directory.
+// directories alone. The directories are opened below the root one element at a time, each
+// relative to its parent with O_NOFOLLOW (so the jail holds, and a symbolic link on the way
+// sends the operation the os.Root way, which follows it inside the root); the operations then
+// name only a final element relative to them, with O_NOFOLLOW too. They are bare descriptors:
+// an *os.File would ask for the flags and try the poller at every open. The cache lives from
+// the first holder of the lock to the last (see LockStorage), and forgets a directory that
+// this process renames or removes. An edit by hand that moves a directory while a
+// transaction runs is a race either way: the operation then lands in the moved directory.
+// The root's own descriptor is kept from one lock period to the next, as the os.Root keeps
+// its own, until the root is opened again (reset).
 type dirCache struct {
 	mu     sync.Mutex
 	active bool
-	dirs   map[string]*os.File
+	root   int // the root directory, where rooted
+	rooted bool
+	dirs   map[string]int // directories below the root (os.Root names) → descriptor
 	opened map[string]int // this period: directory → times opened (tests read it)
 }
 
@@ -37,24 +43,34 @@ func (c *dirCache) start() {
 	c.mu.Unlock()
 }
 
-// stop ends it, closing the directories.
+// stop ends it, closing the directories below the root.
 func (c *dirCache) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.active = false
-	for k, d := range c.dirs {
-		d.Close()
+	for k, fd := range c.dirs {
+		unix.Close(fd)
 		delete(c.dirs, k)
 	}
+}
+
+// reset closes the root's descriptor too: the root was opened again, or is closed.
+func (c *dirCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rooted {
+		unix.Close(c.root)
+	}
+	c.rooted = false
 }
 
 // forget drops the directory n and those below it (after a rename or removal of n).
 func (c *dirCache) forget(n string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, d := range c.dirs {
+	for k, fd := range c.dirs {
 		if k == n || strings.HasPrefix(k, n+"/") || n == "." {
-			d.Close()
+			unix.Close(fd)
 			delete(c.dirs, k)
 		}
 	}
@@ -76,7 +92,8 @@ func (f *OSFs) at(n string) (dirfd int, base string, ok bool) {
 }
 
 // dirAt returns a descriptor of the directory dir (an os.Root name) from the cache, opening
-// it there first; ok is false outside a lock period.
+// it, and those above it that are not there yet, first; ok is false outside a lock period,
+// or where the way meets anything but a directory (the os.Root way then decides).
 func (f *OSFs) dirAt(dir string) (dirfd int, ok bool) {
 	c := &f.dirs
 	c.mu.Lock()
@@ -84,19 +101,49 @@ func (f *OSFs) dirAt(dir string) (dirfd int, ok bool) {
 	if !c.active {
 		return 0, false
 	}
-	d, ok := c.dirs[dir]
-	if !ok {
-		var err error
-		if d, err = f.root.OpenFile(dir, openDir, 0); err != nil {
-			return 0, false // the os.Root way reports it
+	if !c.rooted {
+		d, err := f.root.OpenFile(".", openDir, 0)
+		if err != nil {
+			return 0, false
 		}
+		fd, err := unix.FcntlInt(d.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		d.Close()
+		if err != nil {
+			return 0, false
+		}
+		c.root, c.rooted = fd, true
 		if c.dirs == nil {
-			c.dirs, c.opened = map[string]*os.File{}, map[string]int{}
+			c.dirs, c.opened = map[string]int{}, map[string]int{}
 		}
-		c.dirs[dir] = d
-		c.opened[dir]++
+		c.opened["."]++
 	}
-	return int(d.Fd()), true
+	if dir == "." {
+		return c.root, true
+	}
+	if fd, ok := c.dirs[dir]; ok {
+		return fd, true
+	}
+	parent, done := c.root, ""
+	for elem := range strings.SplitSeq(dir, "/") {
+		if elem == "" || elem == "." || elem == ".." { // not a cleaned name: the os.Root way
+			return 0, false
+		}
+		done = path.Join(done, elem)
+		if fd, ok := c.dirs[done]; ok {
+			parent = fd
+			continue
+		}
+		fd, err := retry(func() (int, error) {
+			return unix.Openat(parent, elem, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|openNonblock, 0)
+		})
+		if err != nil {
+			return 0, false // a symbolic link, absent, not a directory: the os.Root way
+		}
+		c.dirs[done] = fd
+		c.opened[done]++
+		parent = fd
+	}
+	return parent, true
 }
 
 // openAt is OpenFile's way through the cache; ok is false where it does not apply. A

@@ -15,6 +15,7 @@ type dirCache struct{}
 func (c *dirCache) start()        {}
 func (c *dirCache) stop()         {}
 func (c *dirCache) forget(string) {}
+func (c *dirCache) reset()        {}
 
 func (f *OSFs) openAt(string, string, int, os.FileMode) (afero.File, *os.File, error, bool) {
 	return nil, nil, nil, false

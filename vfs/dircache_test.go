@@ -307,3 +307,50 @@ func lockedOSFs(tb testing.TB, dir string, exclusive bool) *OSFs {
 	tb.Cleanup(func() { osfs.UnlockStorage() })
 	return osfs
 }
+
+// The root's descriptor is kept from one lock period to the next, as the os.Root keeps its
+// own; the directories below it are opened again in each period, one element at a time.
+func TestOSRootDescriptorKeptAcrossPeriods(t *testing.T) {
+	dir := t.TempDir()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(NewAferoStorage(osfs))
+	defer func() { s.Close(); osfs.Close() }()
+	ctx := context.Background()
+	p := MustResolve("/memories/a/b/c.md")
+	var opened []map[string]int
+	for i, text := range []string{"one", "two", "three"} {
+		if err := s.Update(ctx, func(tx *Tx) error {
+			var err error
+			if i == 0 {
+				err = tx.CreateFile(p, []byte(text))
+			} else {
+				err = tx.WriteFile(p, []byte(text))
+			}
+			osfs.dirs.mu.Lock()
+			opened = append(opened, maps.Clone(osfs.dirs.opened))
+			osfs.dirs.mu.Unlock()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opened[0]["."] != 1 {
+		t.Errorf("first change opened the root %d times, want 1 (opened: %v)", opened[0]["."], opened[0])
+	}
+	for i, o := range opened[1:] {
+		if o["."] != 0 {
+			t.Errorf("change %d opened the root again (%d times); its descriptor should have been kept", i+2, o["."])
+		}
+		for _, d := range []string{"a", "a/b"} {
+			if o[d] != 1 {
+				t.Errorf("change %d opened %q %d times, want once (opened: %v)", i+2, d, o[d], o)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a", "b", "c.md")); err != nil || string(b) != "three" {
+		t.Errorf("the file holds %q (%v), want %q", b, err, "three")
+	}
+}

@@ -116,6 +116,7 @@ func closeAll(a *os.File, aerr error, b *os.File, berr error) {
 
 // Close releases the directory and the lock files.
 func (f *OSFs) Close() error {
+	f.dirs.reset()
 	if f.lock != nil {
 		f.lock.Close()
 		f.gate.Close()
@@ -140,6 +141,7 @@ func (f *OSFs) checkRoot() error {
 	if !fi.IsDir() {
 		return ErrStorageGone
 	}
+	f.dirs.reset()
 	old := []io.Closer{f.root}
 	if f.lock != nil {
 		old = append(old, f.lock, f.gate)
