@@ -21,12 +21,7 @@ import (
 // old name.
 func TestOSDirectoriesOpenedOncePerChange(t *testing.T) {
 	dir := t.TempDir()
-	osfs, err := NewOSFs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewStore(NewAferoStorage(osfs))
-	defer func() { s.Close(); osfs.Close() }()
+	osfs, s := osStore(t, dir)
 	ctx := context.Background()
 	p := MustResolve("/memories/a/b/c.md")
 	if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(p, []byte("one")) }); err != nil {
@@ -292,6 +287,18 @@ func BenchmarkOSOpenRead(b *testing.B) {
 	}
 }
 
+// osStore opens dir as an OSFs and a Store on it, both closed when the test ends.
+func osStore(tb testing.TB, dir string) (*OSFs, *Store) {
+	tb.Helper()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := NewStore(NewAferoStorage(osfs))
+	tb.Cleanup(func() { s.Close(); osfs.Close() })
+	return osfs, s
+}
+
 // lockedOSFs opens dir as an OSFs and takes the storage lock (a lock period, in which the
 // directory cache works), both undone when the test ends.
 func lockedOSFs(tb testing.TB, dir string, exclusive bool) *OSFs {
@@ -312,12 +319,7 @@ func lockedOSFs(tb testing.TB, dir string, exclusive bool) *OSFs {
 // own; the directories below it are opened again in each period, one element at a time.
 func TestOSRootDescriptorKeptAcrossPeriods(t *testing.T) {
 	dir := t.TempDir()
-	osfs, err := NewOSFs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewStore(NewAferoStorage(osfs))
-	defer func() { s.Close(); osfs.Close() }()
+	osfs, s := osStore(t, dir)
 	ctx := context.Background()
 	p := MustResolve("/memories/a/b/c.md")
 	var opened []map[string]int

@@ -1,7 +1,6 @@
 package vfs
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,15 +28,7 @@ func TestOSStatusLeavesTimesOut(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "a.md"), []byte("hello"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			osfs, err := NewOSFs(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer osfs.Close()
-			if _, err := osfs.LockStorage(context.Background(), true); err != nil {
-				t.Fatal(err)
-			}
-			defer osfs.UnlockStorage()
+			osfs := lockedOSFs(t, dir, true)
 
 			check := func(what, host string, fi os.FileInfo, err error) {
 				t.Helper()
