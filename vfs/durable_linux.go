@@ -4,7 +4,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,13 +30,7 @@ func datasync(f *os.File) error {
 }
 
 // unlinked reports whether the file described by fi has no name left (it was removed).
-// An *os.File's status is a syscall.Stat_t, an fdFile's a unix.Stat_t.
 func unlinked(fi os.FileInfo) bool {
-	switch st := fi.Sys().(type) {
-	case *syscall.Stat_t:
-		return st.Nlink == 0
-	case *unix.Stat_t:
-		return st.Nlink == 0
-	}
-	return false
+	_, _, nlink, ok := sysStat(fi)
+	return ok && nlink == 0
 }

@@ -149,8 +149,8 @@ func (f *fdFile) Stat() (os.FileInfo, error) {
 		return nil, f.pathErr("stat", os.ErrClosed)
 	}
 	if f.stale {
-		if err := f.do("stat", func() error { return statAtNoTimes(f.fd, "", unix.AT_EMPTY_PATH, &f.st) }); err != nil {
-			return nil, err
+		if err := statAtNoTimes(f.fd, "", unix.AT_EMPTY_PATH, &f.st); err != nil { // retries EINTR itself
+			return nil, f.pathErr("stat", err)
 		}
 	}
 	f.stale = true

@@ -73,19 +73,21 @@ func statPath(name string) (os.FileInfo, error) {
 
 // sameFile is os.SameFile for what statPath and the os package return.
 func sameFile(a, b os.FileInfo) bool {
-	da, ia, ok := devIno(a)
-	db, ib, ok2 := devIno(b)
+	da, ia, _, ok := sysStat(a)
+	db, ib, _, ok2 := sysStat(b)
 	return ok && ok2 && da == db && ia == ib
 }
 
-func devIno(fi os.FileInfo) (dev, ino uint64, ok bool) {
+// sysStat returns the fields used here of the status fi was made from: the os package's
+// (a *syscall.Stat_t) or statAtNoTimes's (a *unix.Stat_t).
+func sysStat(fi os.FileInfo) (dev, ino, nlink uint64, ok bool) {
 	switch st := fi.Sys().(type) {
 	case *syscall.Stat_t:
-		return uint64(st.Dev), uint64(st.Ino), true
+		return uint64(st.Dev), uint64(st.Ino), uint64(st.Nlink), true
 	case *unix.Stat_t:
-		return uint64(st.Dev), uint64(st.Ino), true
+		return uint64(st.Dev), uint64(st.Ino), uint64(st.Nlink), true
 	}
-	return 0, 0, false
+	return 0, 0, 0, false
 }
 
 // fileStat is f.Stat() without the times (see statMask).
