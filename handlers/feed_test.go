@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,15 +66,31 @@ func TestChangeFeed(t *testing.T) {
 			fx := b.open(t, seed, noWrap)
 			sub := fx.store.Subscribe(16)
 			defer sub.Close()
+			// A function subscriber has each batch by the time the change returns.
+			var inline []vfs.Batch
+			var inlineMu sync.Mutex
+			fsub := fx.store.SubscribeFunc(func(b vfs.Batch) {
+				inlineMu.Lock()
+				inline = append(inline, b)
+				inlineMu.Unlock()
+			})
+			inlineHas := func() []vfs.Batch {
+				inlineMu.Lock()
+				defer inlineMu.Unlock()
+				return slices.Clone(inline)
+			}
 			h := handlers.New(fx.store, handlers.DefaultLimits())
 			ctx := vfs.WithActor(context.Background(), "alice")
 			var seq uint64
-			for _, s := range steps {
+			for i, s := range steps {
 				res := h.Exec(ctx, s.input)
 				if res.IsError {
 					t.Fatalf("%v: %s", s.input, res.Text)
 				}
 				got := next(t, sub)
+				if in := inlineHas(); len(in) != i+1 || !reflect.DeepEqual(in[i], got) {
+					t.Errorf("%v: the function subscriber had %d batches when the change returned, want %d, the last the channel's %+v", s.input, len(in), i+1, got)
+				}
 				if got.Actor != "alice" || got.Command != s.input["command"] || got.External {
 					t.Errorf("%v: actor %q, command %q, external %v", s.input, got.Actor, got.Command, got.External)
 				}
@@ -103,6 +121,18 @@ func TestChangeFeed(t *testing.T) {
 			case b := <-sub.C:
 				t.Errorf("a read or refused change published %+v", b)
 			default:
+			}
+			if in := inlineHas(); len(in) != len(steps) {
+				t.Errorf("the function subscriber had %d batches after the reads, want %d", len(in), len(steps))
+			}
+			// Once closed, it hears of nothing more.
+			fsub.Close()
+			if res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/later.md", "file_text": "l"}); res.IsError {
+				t.Fatal(res.Text)
+			}
+			next(t, sub)
+			if in := inlineHas(); len(in) != len(steps) {
+				t.Errorf("the function subscriber had %d batches after its Close and one more change, want %d", len(in), len(steps))
 			}
 		})
 	}

@@ -367,6 +367,12 @@ func excerpt(line string, at int) string {
 // Subscribe registers a subscriber to the memory's change feed (see vfs.Store.Subscribe).
 func (h *Handlers) Subscribe(buffer int) *vfs.Subscription { return h.store.Subscribe(buffer) }
 
+// SubscribeFunc registers fn for the memory's changes, called as each is published (see
+// vfs.Store.SubscribeFunc: fn must return at once and must not use the memory).
+func (h *Handlers) SubscribeFunc(fn func(vfs.Batch)) *vfs.Subscription {
+	return h.store.SubscribeFunc(fn)
+}
+
 // Watch notices changes other processes make to the memory until ctx is done, so that
 // subscribers hear of them (see vfs.Store.Watch).
 func (h *Handlers) Watch(ctx context.Context, interval time.Duration) { h.store.Watch(ctx, interval) }

@@ -32,6 +32,14 @@ import (
 // a Watch of the storage so that changes by other processes (exec, another server, another
 // replica) arrive too. Changes are attributed by path, so a tenant's listeners hear only
 // of its own memory.
+//
+// This process's changes are handled by the goroutine that made them, as the feed
+// publishes them (vfs.Store.SubscribeFunc): the work is a few map updates and sends that
+// never wait, and a goroutine of the watch's own woken for every change cost the stdio
+// server about 5% of its CPU per call. What needs the storage (listing the files, reading
+// a subscribed file's digest: at the start, and for changes made elsewhere) is the
+// watch's goroutine's; the batches published meanwhile wait in the watch (queued) and are
+// applied after, in order, as if that goroutine had received them.
 
 // watchInterval is how often a watched memory is checked for changes by other processes.
 const watchInterval = 250 * time.Millisecond
@@ -72,10 +80,22 @@ type watch struct {
 	listeners map[*listener]bool
 	paths     map[string]bool // the listed files, to tell list changes made elsewhere
 	stop      context.CancelFunc
+	known     bool        // paths came from a listing (none failed)
 	listSent  time.Time   // the last list_changed
 	listLater *time.Timer // the one due listEvery after it, when the list changed since
 	ended     bool        // the watch stopped: a due list_changed is not sent
+
+	// While the watch's goroutine reads the memory (scanning), this process's batches
+	// wait in queued, up to maxQueued; past that they are dropped and the goroutine scans
+	// again after (overflow).
+	scanning bool
+	queued   []vfs.Batch
+	overflow bool
+	rescan   chan struct{} // another process changed the memory (buffer 1)
 }
+
+// maxQueued bounds the batches a watch holds while it scans.
+const maxQueued = 256
 
 func newNotifier(s *Server) *notifier {
 	return &notifier{
@@ -194,11 +214,13 @@ func (n *notifier) addLocked(l *listener) {
 	w := n.watches[l.mem]
 	if w == nil {
 		ctx, stop := context.WithCancel(context.Background())
-		w = &watch{listeners: map[*listener]bool{}, stop: stop}
+		w = &watch{listeners: map[*listener]bool{}, stop: stop, rescan: make(chan struct{}, 1)}
 		n.watches[l.mem] = w
 		w.paths = map[string]bool{} // run lists the files, outside the lock
+		w.scanning = true
 		n.running.Add(1)
-		go n.run(ctx, l.mem, w, l.mem.Subscribe(256))
+		// run subscribes: not under n.mu, which the feed's publisher takes (see deliver).
+		go n.run(ctx, l.mem, w)
 	}
 	w.listeners[l] = true
 }
@@ -250,54 +272,105 @@ func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
 	return paths
 }
 
-// run delivers the notifications of one memory's changes until ctx is done.
-func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch, sub *vfs.Subscription) {
+// run lists one memory's files, then rescans it whenever another process changed it, until
+// ctx is done; this process's changes arrive through deliver meanwhile.
+func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch) {
 	defer n.running.Done()
+	sub := mem.SubscribeFunc(func(b vfs.Batch) { n.deliver(w, b) })
 	defer sub.Close()
-	if paths := n.listed(mem); paths != nil { // before any batch: run alone applies them
-		n.mu.Lock()
-		w.paths = paths
-		n.mu.Unlock()
-	}
+	n.scan(mem, w, true)
 	n.running.Add(1)
 	go func() {
 		defer n.running.Done()
 		mem.Watch(ctx, watchInterval)
 	}()
-	missed := uint64(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case b := <-sub.C:
-			if m := sub.Missed(); m != missed || b.External {
-				missed = m
-				n.rescan(mem, w)
-				continue
-			}
-			n.changed(w, b)
+		case <-w.rescan:
+			n.scan(mem, w, false)
 		}
 	}
 }
 
-// changed notifies the listeners of one batch of this process's changes.
-func (n *notifier) changed(w *watch, b vfs.Batch) {
-	touched := map[string]vfs.Digest{}
-	listChanged := false
+// deliver takes one batch from the memory's feed, in the goroutine that published it
+// with the feed's lock held: it must not wait, nor read the memory.
+func (n *notifier) deliver(w *watch, b vfs.Batch) {
+	if b.External {
+		select {
+		case w.rescan <- struct{}{}:
+		default: // one is due already, and will see this change too
+		}
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	switch {
+	case w.ended:
+	case !w.scanning:
+		n.changedLocked(w, b)
+	case len(w.queued) < maxQueued:
+		w.queued = append(w.queued, b)
+	default:
+		w.overflow = true
+	}
+}
+
+// scan reads the memory's listing (and, but the first time, the subscribed files'
+// digests) and notifies what changed since it was last read, then applies the batches
+// published meanwhile. A batch that came in after the reading started may already show in
+// it; applying it again announces nothing new.
+func (n *notifier) scan(mem *handlers.Handlers, w *watch, first bool) {
+	for {
+		n.mu.Lock()
+		w.scanning = true
+		n.mu.Unlock()
+		if first {
+			paths := n.listed(mem)
+			n.mu.Lock()
+			if paths != nil {
+				w.paths, w.known = paths, true
+			}
+		} else {
+			n.rescan(mem, w) // returns with n.mu held
+		}
+		queued, overflow := w.queued, w.overflow
+		w.queued, w.overflow, w.scanning = nil, false, false
+		for _, b := range queued {
+			n.changedLocked(w, b)
+		}
+		n.mu.Unlock()
+		if !overflow {
+			return
+		}
+		first = false
+	}
+}
+
+// changedLocked notifies the listeners of one batch of this process's changes.
+func (n *notifier) changedLocked(w *watch, b vfs.Batch) {
+	touched := map[string]vfs.Digest{}
+	listChanged := false
+	// The list changed if a listed file came or went; without a listing to compare with
+	// (it failed), if the change could have done that.
+	set := func(p string, in bool) {
+		if w.known && w.paths[p] == in {
+			return // applied already: a batch held while a reading that saw it ran
+		}
+		listChanged = true
+		if in {
+			w.paths[p] = true
+		} else {
+			delete(w.paths, p)
+		}
+	}
 	for _, c := range b.Changes {
 		if c.From != "" && handlers.Listed(c.From) {
-			listChanged = true
-			delete(w.paths, c.From)
+			set(c.From, false)
 		}
 		if c.Kind != vfs.Modified && handlers.Listed(c.Path) {
-			listChanged = true
-			if c.Kind == vfs.Deleted {
-				delete(w.paths, c.Path)
-			} else {
-				w.paths[c.Path] = true
-			}
+			set(c.Path, c.Kind != vfs.Deleted)
 		}
 		touched[c.Path] = c.SHA256After
 		if c.Kind == vfs.Deleted {
@@ -319,7 +392,7 @@ func (n *notifier) changed(w *watch, b vfs.Batch) {
 
 // rescan notifies the listeners of changes made elsewhere: the feed says only that
 // something changed, so the listing and the subscribed files are compared with what was
-// last announced.
+// last announced. It returns with n.mu held (see scan).
 func (n *notifier) rescan(mem *handlers.Handlers, w *watch) {
 	paths := n.listed(mem)
 	n.mu.Lock()
@@ -335,13 +408,12 @@ func (n *notifier) rescan(mem *handlers.Handlers, w *watch) {
 		now[uri] = n.digest(mem, uri)
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	listChanged := len(paths) != len(w.paths)
 	for p := range paths {
 		listChanged = listChanged || !w.paths[p]
 	}
 	if paths != nil {
-		w.paths = paths
+		w.paths, w.known = paths, true
 	}
 	n.notifyLocked(w, listChanged, func(uri string) (vfs.Digest, bool) {
 		d, ok := now[uri]

@@ -88,3 +88,114 @@ func TestListChangedOncePerBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// This process's changes are announced as they are made. Those made while the watch reads
+// the memory wait in the watch until the reading is done and are applied after it, in
+// order, each announced once; past maxQueued they are dropped and the memory read again.
+func TestNotifierQueuesChangesWhileScanning(t *testing.T) {
+	st := vfs.NewMemoryStore()
+	defer st.Close()
+	mem := handlers.New(st, handlers.DefaultLimits())
+	s := New(mem, Config{Tools: "split", Version: "test"})
+	inR, inW := io.Pipe()
+	lines, done := serveStdioTest(s, inR)
+	var updated, listed int // notifications seen
+	count := func(l stdioLine) {
+		switch {
+		case strings.Contains(l.text, `"notifications/resources/updated"`):
+			updated++
+		case strings.Contains(l.text, `"notifications/resources/list_changed"`):
+			listed++
+		}
+	}
+	id := 0
+	call := func(msg string) {
+		t.Helper()
+		id++
+		fmt.Fprintf(inW, msg+"\n", id)
+		if answer := awaitAnswer(t, lines, fmt.Sprint(id), count); strings.Contains(answer.text, `"isError":true`) || strings.Contains(answer.text, `"error":`) {
+			t.Fatalf("call %d failed: %s", id, answer.text)
+		}
+	}
+	tool := func(name, args string) {
+		t.Helper()
+		call(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_` + name + `","arguments":` + args + `}}`)
+	}
+	// drain counts the notifications that come within a while.
+	drain := func() {
+		t.Helper()
+		for {
+			select {
+			case l := <-lines:
+				count(l)
+			case <-time.After(2*listEvery + 300*time.Millisecond):
+				return
+			}
+		}
+	}
+	call(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	tool("create", `{"path":"/memories/a.md","file_text":"one\n"}`)
+	call(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":"memory:///memories/a.md"}}`)
+	s.notify.mu.Lock()
+	w := s.notify.watches[mem]
+	s.notify.mu.Unlock()
+	if w == nil {
+		t.Fatal("the session's memory has no watch")
+	}
+	drain()
+
+	// At once, while no reading runs.
+	updated, listed = 0, 0
+	tool("str_replace", `{"path":"/memories/a.md","old_str":"one","new_str":"two"}`)
+	drain()
+	if updated != 1 {
+		t.Errorf("a change to a subscribed file gave %d updated, want 1", updated)
+	}
+
+	// Held while a reading runs, then applied once.
+	s.notify.mu.Lock()
+	w.scanning = true
+	s.notify.mu.Unlock()
+	updated, listed = 0, 0
+	tool("str_replace", `{"path":"/memories/a.md","old_str":"two","new_str":"three"}`)
+	tool("create", `{"path":"/memories/b.md","file_text":"b"}`)
+	drain()
+	s.notify.mu.Lock()
+	queued := len(w.queued)
+	s.notify.mu.Unlock()
+	if updated != 0 || listed != 0 || queued != 2 {
+		t.Errorf("during a reading: %d updated, %d list_changed sent and %d changes held, want 0, 0 and 2", updated, listed, queued)
+	}
+	s.notify.scan(mem, w, false)
+	drain()
+	if updated != 1 || listed != 1 {
+		t.Errorf("after the reading: %d updated and %d list_changed, want 1 and 1", updated, listed)
+	}
+
+	// Past maxQueued: dropped, and the memory read again.
+	s.notify.mu.Lock()
+	w.scanning = true
+	s.notify.mu.Unlock()
+	for i := range maxQueued + 1 {
+		tool("create", fmt.Sprintf(`{"path":"/memories/many/%d.md","file_text":"x"}`, i))
+	}
+	s.notify.mu.Lock()
+	queued, overflow := len(w.queued), w.overflow
+	s.notify.mu.Unlock()
+	if queued != maxQueued || !overflow {
+		t.Errorf("%d changes held and overflow %v after %d, want %d and true", queued, overflow, maxQueued+1, maxQueued)
+	}
+	s.notify.scan(mem, w, false)
+	s.notify.mu.Lock()
+	queued, overflow, scanning := len(w.queued), w.overflow, w.scanning
+	known := w.paths["/memories/many/256.md"]
+	s.notify.mu.Unlock()
+	if queued != 0 || overflow || scanning || !known {
+		t.Errorf("after the readings: %d held, overflow %v, scanning %v, the last file known %v; want 0, false, false, true", queued, overflow, scanning, known)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -109,9 +109,12 @@ func ActorOf(ctx context.Context) string {
 // for a subscriber: when C's buffer is full, the batch is dropped for this subscriber and
 // counted in Missed, so a slow subscriber learns that it must resynchronise (for example
 // by listing the store again) and never holds back a writer.
+//
+// A subscription made with SubscribeFunc has no channel: its function is called instead.
 type Subscription struct {
 	C      <-chan Batch
 	c      chan Batch
+	fn     func(Batch)
 	missed atomic.Uint64
 	f      *feed
 }
@@ -119,11 +122,24 @@ type Subscription struct {
 // Subscribe registers a subscriber whose channel holds up to buffer batches.
 func (s *Store) Subscribe(buffer int) *Subscription {
 	c := make(chan Batch, buffer)
-	sub := &Subscription{C: c, c: c, f: &s.feed}
-	s.feed.mu.Lock()
-	s.feed.subs = append(s.feed.subs, sub)
-	s.feed.n.Store(int32(len(s.feed.subs)))
-	s.feed.mu.Unlock()
+	return s.feed.add(&Subscription{C: c, c: c, f: &s.feed})
+}
+
+// SubscribeFunc registers a subscriber that fn receives the batches of, in commit order:
+// the goroutine that publishes a batch calls fn with the feed's lock held, so that no
+// later change commits before fn returns. fn must return at once: it must not wait for
+// anything, nor use the store (whose lock its caller may hold). It suits a subscriber
+// whose work is some bookkeeping and sends that do not wait, and saves it a goroutine
+// woken for every change. It never misses a batch.
+func (s *Store) SubscribeFunc(fn func(Batch)) *Subscription {
+	return s.feed.add(&Subscription{fn: fn, f: &s.feed})
+}
+
+func (f *feed) add(sub *Subscription) *Subscription {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subs = append(f.subs, sub)
+	f.n.Store(int32(len(f.subs)))
 	return sub
 }
 
@@ -131,7 +147,8 @@ func (s *Store) Subscribe(buffer int) *Subscription {
 func (sub *Subscription) Missed() uint64 { return sub.missed.Load() }
 
 // Close unregisters the subscriber; C receives nothing more (it is not closed, so a reader
-// selecting on it never sees a zero batch).
+// selecting on it never sees a zero batch), and a SubscribeFunc's function is not called
+// once Close has returned.
 func (sub *Subscription) Close() {
 	sub.f.mu.Lock()
 	defer sub.f.mu.Unlock()

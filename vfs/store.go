@@ -583,6 +583,10 @@ func (f *feed) publishLocked(b *Batch) {
 	b.Seq = f.seq
 	b.Time = time.Now()
 	for _, sub := range f.subs {
+		if sub.fn != nil {
+			sub.fn(*b)
+			continue
+		}
 		select {
 		case sub.c <- *b:
 		default:
