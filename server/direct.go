@@ -179,16 +179,68 @@ func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFu
 			meta.SetServerInfo(s.implementation)
 		}
 	}
-	body, err := json.Marshal(result)
-	if err != nil {
-		return internalError()
-	}
-	resp = make([]byte, 0, len(body)+len(req.ID)+40)
+	resp = make([]byte, 0, len(req.ID)+80+resultSize(result))
 	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
 	resp = append(resp, req.ID...)
 	resp = append(resp, `,"result":`...)
-	resp = append(resp, body...)
+	resp, err = appendResult(resp, result)
+	if err != nil {
+		return internalError()
+	}
 	return append(resp, '}')
+}
+
+// appendResult appends a tool's result to dst as json.Marshal encodes it (mcp-go's
+// CallToolResult.MarshalJSON, through a map: the keys in order). A result of text content
+// and nothing else (what the tools give, but for the 2026 era's metadata) is written
+// field by field with only its strings encoded: the map's way took half the JSON time of
+// a call over stdio.
+func appendResult(dst []byte, r *mcp.CallToolResult) ([]byte, error) {
+	plain := r.Meta == nil && r.ResultType == "" && r.StructuredContent == nil && len(r.RawStructuredContent) == 0 &&
+		len(r.InputRequests) == 0 && r.RequestState == ""
+	for _, c := range r.Content {
+		if t, ok := c.(mcp.TextContent); !ok || t.Annotations != nil || t.Meta != nil {
+			plain = false
+		}
+	}
+	if !plain {
+		body, err := json.Marshal(r)
+		return append(dst, body...), err
+	}
+	dst = append(dst, `{"content":[`...)
+	for i, c := range r.Content {
+		t := c.(mcp.TextContent)
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"type":`...)
+		dst = appendJSONString(dst, t.Type)
+		dst = append(dst, `,"text":`...)
+		dst = appendJSONString(dst, t.Text)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if r.IsError {
+		dst = append(dst, `,"isError":true`...)
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSONString appends s as json.Marshal encodes a string.
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s) // a string always encodes
+	return append(dst, b...)
+}
+
+// resultSize estimates the encoded size of r's text, to size the response once.
+func resultSize(r *mcp.CallToolResult) int {
+	n := 0
+	for _, c := range r.Content {
+		if t, ok := c.(mcp.TextContent); ok {
+			n += len(t.Text) + len(t.Text)/16 + 32
+		}
+	}
+	return n
 }
 
 // directHTTP answers a Streamable HTTP POST the direct way when it can: a 2026-era tool

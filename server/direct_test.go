@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"github.com/mark3labs/mcp-go/mcp"
 	"io"
@@ -107,4 +108,52 @@ func TestToolsBindNoHeaders(t *testing.T) {
 			t.Errorf("tool %s binds arguments to headers %v: directHTTP must check them as mcp-go does", d.tool.Name, b)
 		}
 	}
+}
+
+// A tool's result is encoded byte for byte as json.Marshal encodes it, whichever way
+// appendResult takes.
+func TestResultEncodedAsJSONMarshal(t *testing.T) {
+	texts := []string{"", "plain", "Error: The path /memories/x does not exist.", "a\tb\nc\r\"q\" \\ end",
+		"<b>&amp;</b>", "\x00\x01\x08\x0c\x1f\x7f", "line\u2028sep\u2029", "ünï 😀 中文", "bad \xff\xfe utf-8 \xc3", strings.Repeat("x", 5000)}
+	var results []*mcp.CallToolResult
+	for _, s := range texts {
+		results = append(results, mcp.NewToolResultText(s), mcp.NewToolResultError(s))
+	}
+	two := mcp.NewToolResultText("one")
+	two.Content = append(two.Content, mcp.NewTextContent("two"))
+	annotated := mcp.NewToolResultText("a")
+	priority := 1.0
+	annotated.Content[0] = mcp.TextContent{Type: "text", Text: "a", Annotated: mcp.Annotated{Annotations: &mcp.Annotations{Priority: &priority}}}
+	structured := mcp.NewToolResultStructured(map[string]any{"k": "v"}, "k: v")
+	typed := mcp.NewToolResultText("t")
+	typed.ResultType = mcp.ResultTypeComplete
+	meta := mcp.NewToolResultText("m")
+	meta.EnsureResultMeta().SetServerInfo(mcp.Implementation{Name: "memory-mcp", Version: "1"})
+	image := mcp.NewToolResultImage("alt", "AAAA", "image/png")
+	results = append(results, two, annotated, structured, typed, meta, image, &mcp.CallToolResult{}, &mcp.CallToolResult{IsError: true})
+	for i, r := range results {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendResult([]byte("prefix"), r)
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Errorf("result %d: got %s (%v), want prefix%s", i, got, err, want)
+		}
+	}
+}
+
+func FuzzResultEncodedAsJSONMarshal(f *testing.F) {
+	for _, s := range []string{"", "a\"b\\c\n", "<>&\u2028", "\xff\x00", "😀"} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, text string, isError bool) {
+		r := mcp.NewToolResultText(text)
+		r.IsError = isError
+		want, _ := json.Marshal(r)
+		if got, err := appendResult(nil, r); err != nil || string(got) != string(want) {
+			t.Errorf("got %s (%v), want %s", got, err, want)
+		}
+	})
 }
