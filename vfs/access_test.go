@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,5 +113,59 @@ func TestExpire(t *testing.T) {
 		if !IsBookkeeping(e.Name()) {
 			t.Errorf("left after expiring everything: %s", e.Name())
 		}
+	}
+}
+
+// The journal is appended to where it is now: after it was removed (folded into the
+// snapshot by another process), and after the storage directory was moved away and a copy
+// put in its place, the next change's event is in the journal at the storage's path.
+func TestAccessJournalFollowsItsFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.TrackAccess(clock.now); err != nil {
+		t.Fatal(err)
+	}
+	change := func(p string) {
+		t.Helper()
+		if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(p)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	journal := func(dir string) string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(dir, accessJournalName))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	change("/memories/a.md")
+	if j := journal(dir); !strings.Contains(j, "\ta.md\n") {
+		t.Fatalf("journal %q lacks the first change", j)
+	}
+	if err := os.Remove(filepath.Join(dir, accessJournalName)); err != nil {
+		t.Fatal(err)
+	}
+	change("/memories/b.md")
+	if j := journal(dir); !strings.Contains(j, "\tb.md\n") {
+		t.Errorf("after the journal was removed, the journal is %q, want the change to b.md", j)
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(dir, os.DirFS(dir+".old")); err != nil {
+		t.Fatal(err)
+	}
+	change("/memories/c.md")
+	if j := journal(dir); !strings.Contains(j, "\tc.md\n") {
+		t.Errorf("after the storage directory was replaced by a copy, its journal is %q, want the change to c.md", j)
+	}
+	if j := journal(dir + ".old"); strings.Contains(j, "c.md") {
+		t.Errorf("the change to c.md went to the journal of the directory moved away: %q", j)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/afero"
@@ -34,7 +35,8 @@ type OSFs struct {
 	readOnly bool
 
 	root     *os.Root
-	rootInfo os.FileInfo // the directory root opened, to tell whether f.dir is still it
+	rootInfo os.FileInfo   // the directory root opened, to tell whether f.dir is still it
+	reopened atomic.Uint64 // times checkRoot opened a directory put in f.dir's place
 
 	dirs dirCache // directories kept open while the storage lock is held
 
@@ -152,8 +154,14 @@ func (f *OSFs) checkRoot() error {
 	for _, c := range old {
 		c.Close()
 	}
+	f.reopened.Add(1)
 	return nil
 }
+
+// Reopened counts the times the storage directory was found replaced (moved or removed,
+// another put at its path) and the new one opened: a descriptor of a bookkeeping file kept
+// from before is the old directory's.
+func (f *OSFs) Reopened() uint64 { return f.reopened.Load() }
 
 // rel turns an afero name ("/a/b", "a/b", "/", "") into an os.Root name ("a/b", ".").
 // Cleaning after prefixing "/" clamps any ".." at the root before the kernel sees it.

@@ -78,6 +78,8 @@ const (
 type durableFS interface {
 	// BootID names this boot of the machine ("" when unknown: no log).
 	BootID() string
+	// Reopened changes when the storage directory was replaced and the new one opened.
+	Reopened() uint64
 	// SyncAll flushes everything written to the filesystem.
 	SyncAll() error
 	// WriteFileUnsynced is WriteFileAtomic without its flushes.
@@ -133,6 +135,7 @@ type walState struct {
 	durable  uint64     // up to where a flush (or checkpoint) covered
 	flushing bool       // a writer is flushing for the others
 	file     afero.File // the log, as the flushing writer keeps it open between flushes
+	fileRoot uint64     // fs.Reopened() when file was opened
 
 	// Where records go (only touched under the store's exclusive lock).
 	end   int64  // the next record's offset; -1: unknown (see locate)
@@ -194,7 +197,18 @@ func (w *walState) flushTo(fsys FS, pos uint64) error {
 // descriptor of a log removed since (with the history's directory, made again by the
 // next change) is dropped, and the log at its name flushed instead.
 func (w *walState) flushLog(fsys FS, retry bool) error {
+	if w.file != nil && w.fs.Reopened() != w.fileRoot {
+		// The storage directory was replaced since: the records appended to the log
+		// the descriptor is of are flushed first, then the log in the new one.
+		err := syncFile(w.file)
+		w.file.Close()
+		w.file = nil
+		if err != nil {
+			return err
+		}
+	}
 	if w.file == nil {
+		root := w.fs.Reopened() // read first: a replacement meanwhile opens the log again
 		f, err := fsys.OpenFile(walName, os.O_WRONLY, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed with the storage directory: nothing to flush
@@ -202,7 +216,7 @@ func (w *walState) flushLog(fsys FS, retry bool) error {
 		if err != nil {
 			return err
 		}
-		w.file = f
+		w.file, w.fileRoot = f, root
 	}
 	err := syncFile(w.file)
 	var fi os.FileInfo

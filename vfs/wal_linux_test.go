@@ -13,68 +13,92 @@ import (
 )
 
 // The flushing writer keeps the log open between flushes; when the history's directory is
-// removed by hand and made again by the next change, it flushes the new log, not the
-// removed one it still holds.
+// removed by hand and made again by the next change, or the whole storage directory is
+// moved away and another (empty, or a copy) put in its place, it flushes the log now in
+// the storage directory, not the one it still holds.
 func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 	needWAL(t)
-	// The descriptor is an *os.File when the log was first flushed outside a lock period,
-	// an fdFile when inside one (the first record after a checkpoint).
-	for _, outside := range []bool{false, true} {
-		t.Run(fmt.Sprintf("opened-outside-the-lock=%v", outside), func(t *testing.T) {
-			dir := t.TempDir()
-			s, err := OpenOSStore(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			w := s.st.(*AferoStorage).history.wal
-			ctx := context.Background()
-			create := func(p string) {
-				t.Helper()
-				if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte("x")) }); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// kept returns the inode and links of the log the flushing writer holds.
-			kept := func() (ino uint64, links uint64) {
-				t.Helper()
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				if w.file == nil {
-					t.Fatal("the flushing writer keeps no descriptor of the log")
-				}
-				fi, err := w.file.Stat()
-				if err != nil {
-					t.Fatal(err)
-				}
-				switch st := fi.Sys().(type) {
-				case *syscall.Stat_t:
-					return uint64(st.Ino), uint64(st.Nlink)
-				case *unix.Stat_t:
-					return uint64(st.Ino), uint64(st.Nlink)
-				}
-				t.Fatalf("a status of type %T", fi.Sys())
-				return 0, 0
-			}
-			create("/memories/a.md") // the first record: flushed under the lock
-			if outside {
-				w.close()
-			}
-			create("/memories/b.md") // flushed after the lock period
-			kept()
+	replace := map[string]func(t *testing.T, dir string){
+		"history-removed": func(t *testing.T, dir string) {
 			if err := os.RemoveAll(filepath.Join(dir, historyDir)); err != nil {
 				t.Fatal(err)
 			}
-			create("/memories/c.md")
-			create("/memories/d.md")
-			var st unix.Stat_t
-			if err := unix.Stat(filepath.Join(dir, walName), &st); err != nil {
+		},
+		"root-moved-new-made": func(t *testing.T, dir string) {
+			if err := os.Rename(dir, dir+".old"); err != nil {
 				t.Fatal(err)
 			}
-			if ino, links := kept(); ino != st.Ino || links == 0 {
-				t.Errorf("the flushing writer holds inode %d (%d links), the log is inode %d", ino, links, st.Ino)
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
 			}
-		})
+		},
+		"root-moved-copy-put-back": func(t *testing.T, dir string) {
+			if err := os.Rename(dir, dir+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.CopyFS(dir, os.DirFS(dir+".old")); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	// The descriptor is an *os.File when the log was first flushed outside a lock period,
+	// an fdFile when inside one (the first record after a checkpoint).
+	for _, how := range []string{"history-removed", "root-moved-new-made", "root-moved-copy-put-back"} {
+		for _, outside := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/opened-outside-the-lock=%v", how, outside), func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "m")
+				s, err := OpenOSStore(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				w := s.st.(*AferoStorage).history.wal
+				ctx := context.Background()
+				create := func(p string) {
+					t.Helper()
+					if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte("x")) }); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// kept returns the inode and links of the log the flushing writer holds.
+				kept := func() (ino uint64, links uint64) {
+					t.Helper()
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					if w.file == nil {
+						t.Fatal("the flushing writer keeps no descriptor of the log")
+					}
+					fi, err := w.file.Stat()
+					if err != nil {
+						t.Fatal(err)
+					}
+					switch st := fi.Sys().(type) {
+					case *syscall.Stat_t:
+						return uint64(st.Ino), uint64(st.Nlink)
+					case *unix.Stat_t:
+						return uint64(st.Ino), uint64(st.Nlink)
+					}
+					t.Fatalf("a status of type %T", fi.Sys())
+					return 0, 0
+				}
+				create("/memories/a.md") // the first record: flushed under the lock
+				if outside {
+					w.close()
+				}
+				create("/memories/b.md") // flushed after the lock period
+				kept()
+				replace[how](t, dir)
+				create("/memories/c.md")
+				create("/memories/d.md")
+				var st unix.Stat_t
+				if err := unix.Stat(filepath.Join(dir, walName), &st); err != nil {
+					t.Fatal(err)
+				}
+				if ino, links := kept(); ino != st.Ino || links == 0 {
+					t.Errorf("the flushing writer holds inode %d (%d links), the log is inode %d", ino, links, st.Ino)
+				}
+			})
+		}
 	}
 }
 
