@@ -345,6 +345,9 @@ func (tx *aferoTx) end(failed bool) error {
 	if !failed && tx.write {
 		s.shareUsage()
 	}
+	if tx.hist != nil {
+		tx.hist.closeLog()
+	}
 	full := tx.flushAccess()
 	if s.walOn() {
 		tx.waitFor = s.history.wal.pending(tx.external)

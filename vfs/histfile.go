@@ -113,6 +113,15 @@ type historyTx struct {
 	groupID uint64
 	kept    []walContent // contents Keep wrote since the last Record, for its log record
 	wrote   bool         // something was appended: pruning may be due at commit
+	log     afero.File   // the log, as the transaction's first append opened it (see appendLines)
+}
+
+// closeLog closes the log's descriptor that the transaction's appends share.
+func (ht *historyTx) closeLog() {
+	if ht.log != nil {
+		ht.log.Close()
+		ht.log = nil
+	}
 }
 
 func (ht *historyTx) Seq() uint64 { return ht.seq }
@@ -339,45 +348,48 @@ func (ht *historyTx) holds(p string, d Digest) bool {
 }
 
 // appendLines appends lines to the log (creating it with its header), flushing it with
-// sync. A failure leaves h to be loaded again, which cuts off a torn line.
+// sync. The transaction's appends (a change's versions, then its outcome) share one
+// descriptor, closed when the transaction ends (or the log is written anew). A failure
+// leaves h to be loaded again, which cuts off a torn line.
 func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (err error) {
 	defer func() {
 		if err != nil {
 			h.loaded = false
+			ht.closeLog()
 		}
 	}()
-	f, err := ht.openBookkeeping(h, historyLogName, os.O_WRONLY|os.O_APPEND)
-	if err != nil {
-		return err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return err
+	newFile := false
+	if ht.log == nil {
+		f, err := ht.openBookkeeping(h, historyLogName, os.O_WRONLY|os.O_APPEND)
+		if err != nil {
+			return err
+		}
+		ht.log = f
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		newFile = fi.Size() == 0
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	newFile := fi.Size() == 0
 	if newFile {
 		h.offset, h.epoch = 0, newEpoch()
 		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch}}, lines...)
 	}
 	for i := range lines {
 		if err := enc.Encode(&lines[i]); err != nil {
-			f.Close()
 			return err
 		}
 	}
-	_, err = f.Write(buf.Bytes())
-	if err == nil && sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if _, err := ht.log.Write(buf.Bytes()); err != nil {
 		return err
+	}
+	if sync {
+		if err := ht.log.Sync(); err != nil {
+			return err
+		}
 	}
 	if newFile {
 		// A new file: its directory entry must last too.
@@ -660,6 +672,7 @@ func (ht *historyTx) rewrite(h *fileHistory, vs []Version) error {
 
 // rewriteLog is rewrite without the checkpoint.
 func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
+	ht.closeLog() // the log is replaced
 	if err := ht.makeDirs(h); err != nil {
 		return err
 	}

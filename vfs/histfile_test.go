@@ -130,3 +130,41 @@ func TestPruneEvery1000OnlyWhenDue(t *testing.T) {
 		}
 	}
 }
+
+// A transaction's appends to the history log share one descriptor; after the log is written
+// anew within the transaction (a redaction), the next change's version goes to the new log.
+func TestHistoryAppendsAfterARewrite(t *testing.T) {
+	for _, backend := range []string{"os", "memory"} {
+		t.Run(backend, func(t *testing.T) { testHistoryAppendsAfterARewrite(t, backend) })
+	}
+}
+
+func testHistoryAppendsAfterARewrite(t *testing.T, backend string) {
+	s := NewMemoryStore()
+	if backend == "os" {
+		var err error
+		if s, err = OpenOSStore(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer s.Close()
+	err := s.Update(context.Background(), func(tx *Tx) error {
+		if err := tx.CreateFile(MustResolve("/memories/a.md"), []byte("secret")); err != nil {
+			return err
+		}
+		if _, err := tx.Redact(DigestOf([]byte("secret"))); err != nil {
+			return err
+		}
+		return tx.CreateFile(MustResolve("/memories/b.md"), []byte("b"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, v := range versionsOf(t, s) {
+		paths = append(paths, v.Path)
+	}
+	if got := strings.Join(paths, " "); got != "/memories/a.md /memories/b.md" {
+		t.Errorf("versions of %s, want of /memories/a.md and /memories/b.md", got)
+	}
+}
