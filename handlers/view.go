@@ -113,8 +113,10 @@ func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) 
 	header := "Here're the files and directories up to 2 levels deep in " + sent + ", excluding hidden items and node_modules:\n"
 	limit := h.limits.MaxViewChars
 	used := utf8.RuneCountInString(header)
-	out := make([]byte, 0, min(len(header)+64*len(tree.Children), 4*limit+64))
-	out = append(out, header...)
+	// A Builder: its text becomes the result without a copy.
+	var out strings.Builder
+	out.Grow(min(len(header)+64*len(tree.Children), 4*limit+64))
+	out.WriteString(header)
 	// The lines in order: the directory itself, then each child followed by its own children.
 	total := 1
 	for _, c := range tree.Children {
@@ -137,33 +139,33 @@ func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) 
 			cost++
 		}
 		if used+cost > limit {
-			out = fmt.Appendf(out, "\n[Listing truncated at %d characters: %d more entries not shown. View a subdirectory to see more.]", limit, total-i)
+			fmt.Fprintf(&out, "\n[Listing truncated at %d characters: %d more entries not shown. View a subdirectory to see more.]", limit, total-i)
 			return false
 		}
 		if i > 0 {
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		}
-		out = append(out, line...)
+		out.Write(line)
 		used += cost
 		i++
 		return true
 	}
 	if !emit(sent, "", tree) {
-		return Result{Text: string(out)}, nil
+		return Result{Text: out.String()}, nil
 	}
 	base := p.String()
 	for _, c := range tree.Children {
 		if !emit(base, c.Name, c) {
-			return Result{Text: string(out)}, nil
+			return Result{Text: out.String()}, nil
 		}
 		sub := base + "/" + c.Name
 		for _, g := range c.Children {
 			if !emit(sub, g.Name, g) {
-				return Result{Text: string(out)}, nil
+				return Result{Text: out.String()}, nil
 			}
 		}
 	}
-	return Result{Text: string(out)}, nil
+	return Result{Text: out.String()}, nil
 }
 
 // hidden reports whether a listing leaves an entry out: hidden entries and node_modules.

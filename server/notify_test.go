@@ -199,3 +199,53 @@ func TestNotifierQueuesChangesWhileScanning(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A 2026-era tool call that names a log level gets the call's log message at or above it,
+// over stdio; one that names none, or a higher level, gets none. (The message may come
+// after the answer: the session's notifications have a writer of their own.)
+func TestLogLevelPerRequest(t *testing.T) {
+	st := vfs.NewMemoryStore()
+	defer st.Close()
+	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
+	inR, inW := io.Pipe()
+	lines, done := serveStdioTest(s, inR)
+	for i, tc := range []struct {
+		level string // "" for none
+		want  bool
+	}{{"info", true}, {"", false}, {"error", false}, {"debug", true}} {
+		meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+		if tc.level != "" {
+			meta += `,"io.modelcontextprotocol/logLevel":"` + tc.level + `"`
+		}
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{%s},"name":"memory_create","arguments":{"path":"/memories/f%d.md","file_text":"x"}}}`+"\n", i+1, meta, i)
+		logged := false
+		answer := awaitAnswer(t, lines, fmt.Sprint(i+1), func(l stdioLine) {
+			if strings.Contains(l.text, `"notifications/message"`) && strings.Contains(l.text, fmt.Sprintf(`/memories/f%d.md`, i)) {
+				logged = true
+			}
+		})
+		if strings.Contains(answer.text, `"isError":true`) || strings.Contains(answer.text, `"error":`) {
+			t.Fatalf("call %d failed: %s", i+1, answer.text)
+		}
+		wait := time.After(300 * time.Millisecond)
+		if tc.want {
+			wait = time.After(5 * time.Second)
+		}
+		for !logged {
+			select {
+			case l := <-lines:
+				logged = strings.Contains(l.text, `"notifications/message"`) && strings.Contains(l.text, fmt.Sprintf(`/memories/f%d.md`, i))
+				continue
+			case <-wait:
+			}
+			break
+		}
+		if logged != tc.want {
+			t.Errorf("log level %q: log message sent %v, want %v", tc.level, logged, tc.want)
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

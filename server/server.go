@@ -325,6 +325,9 @@ func (s *Server) logToClient(ctx context.Context, c callLine) {
 	case "failed":
 		level = mcp.LoggingLevelError
 	}
+	if !wantsLog(ctx, level) {
+		return // the message's map would be built for nothing
+	}
 	data := map[string]any{"tool": c.tool, "command": c.command, "bytes_in": c.bytesIn, "bytes_out": c.bytesOut,
 		"duration_ms": float64(c.duration.Microseconds()) / 1000, "outcome": c.outcome}
 	for _, p := range c.paths {
@@ -337,6 +340,21 @@ func (s *Server) logToClient(ctx context.Context, c callLine) {
 		data["bytes_before"], data["bytes_after"] = c.before, c.after
 	}
 	s.mcp.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, "memory-mcp", data))
+}
+
+// wantsLog reports whether the call's client takes log messages of level, as mcp-go's
+// SendLogMessageToClient decides, which then decides again: a 2026-era request names its
+// level itself; a 2025-era session set one with logging/setLevel.
+func wantsLog(ctx context.Context, level mcp.LoggingLevel) bool {
+	session := mcpserver.ClientSessionFromContext(ctx)
+	if session == nil || !session.Initialized() {
+		return false
+	}
+	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		return info.LogLevel != "" && level.ShouldSendTo(info.LogLevel)
+	}
+	sl, ok := session.(mcpserver.SessionWithLogging)
+	return ok && level.ShouldSendTo(sl.GetLogLevel())
 }
 
 // drain waits until no tool call is running, or until timeout; it reports whether all finished.

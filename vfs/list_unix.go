@@ -52,8 +52,9 @@ func (h fdDir) Entries() ([]Entry, error) {
 	entries := make([]Entry, 0, len(names))
 	fd := int(h.d.Fd())
 	var st unix.Stat_t
+	var stats entryStats
 	for _, n := range names {
-		if err := statAtNoTimes(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
+		if err := stats.stat(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
 			continue // gone since the names were read
 		}
 		e := Entry{Name: n}

@@ -4,8 +4,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -104,4 +106,32 @@ func fileStat(f *os.File) (os.FileInfo, error) {
 		return nil, &fs.PathError{Op: "stat", Path: f.Name(), Err: err}
 	}
 	return &statInfo{name: filepath.Base(f.Name()), st: st}, nil
+}
+
+// entryStats reads the status of a directory's entries, one statx each, through one buffer
+// for the names that the system call takes NUL-terminated: unix.Statx allocates a copy of
+// each, and a listing makes a call per entry.
+type entryStats struct{ name []byte }
+
+// stat is statAtNoTimes(dirfd, name, flags, st).
+func (e *entryStats) stat(dirfd int, name string, flags int, st *unix.Stat_t) error {
+	if noStatx.Load() || name == "" || strings.IndexByte(name, 0) >= 0 {
+		return statAtNoTimes(dirfd, name, flags, st)
+	}
+	e.name = append(append(e.name[:0], name...), 0)
+	var sx unix.Statx_t
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(&e.name[0])),
+			uintptr(flags|unix.AT_STATX_SYNC_AS_STAT), statMask, uintptr(unsafe.Pointer(&sx)), 0)
+		switch errno {
+		case 0:
+			fromStatx(&sx, st)
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.ENOSYS, unix.EPERM:
+			return statAtNoTimes(dirfd, name, flags, st) // which falls back to fstatat
+		}
+		return errno
+	}
 }

@@ -14,3 +14,11 @@ func statAtNoTimes(dirfd int, name string, flags int, st *unix.Stat_t) error {
 		}
 	}
 }
+
+// entryStats reads the status of a directory's entries (see stat_linux.go).
+type entryStats struct{}
+
+// stat is statAtNoTimes(dirfd, name, flags, st).
+func (*entryStats) stat(dirfd int, name string, flags int, st *unix.Stat_t) error {
+	return statAtNoTimes(dirfd, name, flags, st)
+}
