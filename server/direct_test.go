@@ -136,9 +136,23 @@ func TestResultEncodedAsJSONMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendResult([]byte("prefix"), r)
+		got, err := appendResult([]byte("prefix"), r, nil)
 		if err != nil || string(got) != "prefix"+string(want) {
 			t.Errorf("result %d: got %s (%v), want prefix%s", i, got, err, want)
+		}
+	}
+	// A 2026-era result as callDirect stamps it, the metadata's encoding given.
+	srv := New(nil, Config{Version: "test"})
+	for i, r := range []*mcp.CallToolResult{mcp.NewToolResultText("a <b> & \"c\""), mcp.NewToolResultError("no")} {
+		r.SetResultType(mcp.ResultTypeComplete)
+		r.EnsureResultMeta().SetServerInfo(srv.implementation)
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendResult(nil, r, srv.stampedMeta())
+		if err != nil || string(got) != string(want) {
+			t.Errorf("stamped result %d: got %s (%v), want %s", i, got, err, want)
 		}
 	}
 }
@@ -152,8 +166,45 @@ func FuzzResultEncodedAsJSONMarshal(f *testing.F) {
 		r := mcp.NewToolResultText(text)
 		r.IsError = isError
 		want, _ := json.Marshal(r)
-		if got, err := appendResult(nil, r); err != nil || string(got) != string(want) {
+		if got, err := appendResult(nil, r, nil); err != nil || string(got) != string(want) {
 			t.Errorf("got %s (%v), want %s", got, err, want)
 		}
 	})
+}
+
+// The direct way reads a 2026-era _meta once per distinct value, as modernInfo reads it,
+// and gives every call a copy of its own; past maxInfos values, or beyond maxInfoBytes, it
+// reads them every time and keeps nothing more.
+func TestInfoCache(t *testing.T) {
+	var c infoCache
+	meta := func(name string) json.RawMessage {
+		return json.RawMessage(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"` + name + `","version":"1"}}`)
+	}
+	for _, raw := range []json.RawMessage{meta("a"), meta("b"), json.RawMessage(`{"progressToken":1}`), json.RawMessage(`{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}`)} {
+		want, wantOK := modernInfo(raw)
+		for range 3 {
+			got, ok := c.get(raw)
+			if ok != wantOK || (ok && (got.ProtocolVersion != want.ProtocolVersion || got.ClientInfo.Name != want.ClientInfo.Name)) {
+				t.Fatalf("%s: got %+v %v, want %+v %v", raw, got, ok, want, wantOK)
+			}
+			if ok {
+				got.LogLevel = "debug" // a call's change stays its own
+			}
+		}
+	}
+	if info, _ := c.get(meta("a")); info.LogLevel != "" {
+		t.Errorf("a call's change reached the next call: log level %q", info.LogLevel)
+	}
+	for i := range 2 * maxInfos {
+		if info, ok := c.get(meta(fmt.Sprint("client-", i))); !ok || info.ClientInfo.Name != fmt.Sprint("client-", i) {
+			t.Fatalf("client %d: %+v %v", i, info, ok)
+		}
+	}
+	long := meta(strings.Repeat("x", maxInfoBytes))
+	if info, ok := c.get(long); !ok || len(info.ClientInfo.Name) != maxInfoBytes {
+		t.Fatalf("a long _meta: %v", ok)
+	}
+	if len(c.infos) != maxInfos {
+		t.Errorf("%d values kept, want %d", len(c.infos), maxInfos)
+	}
 }

@@ -65,6 +65,9 @@ type Server struct {
 	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
 	// results (the direct way stamps it too).
 	implementation mcp.Implementation
+	metaOnce       sync.Once // metaJSON: see stampedMeta
+	infos          infoCache // 2026-era _meta values read (see direct)
+	metaJSON       []byte
 }
 
 // How the server names itself to clients.
