@@ -395,21 +395,18 @@ func (s *Server) directHTTP(r *http.Request, body []byte) (resp []byte, ok bool)
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil, false
 	}
-	var msg struct {
+	var msg struct { // decoded once: the arguments stay raw until callArguments
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
+		Params  *rpcParams      `json:"params"`
 		Result  json.RawMessage `json:"result"`
 		Error   json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(body, &msg) != nil || msg.Result != nil || msg.Error != nil || msg.Method != string(mcp.MethodToolsCall) {
+	if json.Unmarshal(body, &msg) != nil || msg.Result != nil || msg.Error != nil || msg.Method != string(mcp.MethodToolsCall) || msg.Params == nil {
 		return nil, false
 	}
-	req := rpcRequest{JSONRPC: msg.JSONRPC, ID: msg.ID, Method: msg.Method}
-	if json.Unmarshal(msg.Params, &req.Params) != nil {
-		return nil, false
-	}
+	req := rpcRequest{JSONRPC: msg.JSONRPC, ID: msg.ID, Method: msg.Method, Params: *msg.Params}
 	handler, ok := s.directTool(&req)
 	if !ok || len(req.Params.Meta) == 0 {
 		return nil, false // an older client's call belongs to a session: mcp-go's way
@@ -418,7 +415,11 @@ func (s *Server) directHTTP(r *http.Request, body []byte) (resp []byte, ok bool)
 	if !ok || info.LogLevel != "" || r.Header.Get(mcp.HeaderProtocolVersion) != info.ProtocolVersion {
 		return nil, false
 	}
-	if mcp.ValidateStandardHeaders(r.Header.Get, info.ProtocolVersion, mcp.MethodToolsCall, msg.Params) != nil {
+	// The headers are checked against the tool's name, all that mcp-go reads of a tool
+	// call's params there (mcp.ExtractHeaderName decodes them into a struct of the name
+	// alone, as req.Params was decoded): params of the name only, not the arguments again.
+	name := appendJSONString([]byte(`{"name":`), req.Params.Name)
+	if mcp.ValidateStandardHeaders(r.Header.Get, info.ProtocolVersion, mcp.MethodToolsCall, append(name, '}')) != nil {
 		return nil, false
 	}
 	// mcp-go also checks the headers bound to arguments (x-mcp-header in a tool's schema);
