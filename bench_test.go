@@ -380,10 +380,11 @@ func startHTTPBench(b *testing.B, args ...string) string {
 
 // settleDisk has the system write back what is waiting before a server under measure
 // starts, so that it does not pay for what ran before it: the build, the previous run's
-// removed stores, another server. (On ext4 without a journal, a file created within 30 s of
-// many removals, while their inode blocks wait to be written, scans past each removed
-// inode: on the test machine a creation took 0.24–1.5 ms instead of 17 µs.) Where there is no
-// sync command it does nothing.
+// removed stores, another server. (On ext4 without a journal, a file created within six
+// minutes of many removals, while their inode table blocks wait to be written, scans past
+// each removed inode, and within one minute after they were written: on the test machine a
+// creation took 0.24–1.5 ms instead of 17 µs.) Where there is no sync command it does
+// nothing.
 func settleDisk() { exec.Command("sync").Run() }
 
 // startHTTPBenchCmd starts the binary over HTTP and returns its process and base URL.

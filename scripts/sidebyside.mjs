@@ -75,8 +75,8 @@ for (const backend of before ? ['os', 'os (before)', 'memory'] : ['os', 'memory'
 async function measure(name) {
   // Each server starts with nothing of the one before left to write: server-filesystem never
   // flushes, so the kernel would otherwise write its files back during the next server's
-  // run, and (on ext4 without a journal) each file created in the next 30 s would scan past
-  // the inodes it freed.
+  // run, and (on ext4 without a journal) each file created in the next six minutes would
+  // scan past the inodes it freed (in the next minute still, once they are written back).
   execFileSync('sync');
   const dir = mkdtempSync(path.join(tmpdir(), 'sbs-'));
   const s = servers[name];
