@@ -11,15 +11,31 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
+// stdioServer serves a memory store over stdio for a test (see serveStdioTest): the
+// server, its memory, the writer of its input and the lines it writes. When the test ends
+// the input is closed and the server must have ended without an error.
+func stdioServer(t *testing.T) (*Server, *handlers.Handlers, io.Writer, <-chan stdioLine) {
+	t.Helper()
+	st := vfs.NewMemoryStore()
+	t.Cleanup(func() { st.Close() })
+	mem := handlers.New(st, handlers.DefaultLimits())
+	s := New(mem, Config{Tools: "split", Version: "test"})
+	inR, inW := io.Pipe()
+	lines, done := serveStdioTest(s, inR)
+	t.Cleanup(func() {
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return s, mem, inW, lines
+}
+
 // A burst of changes to the list of files is announced at once and once more listEvery
 // after the last announcement, not once per change; the last announcement comes after the
 // burst's last change, and a change after a quiet listEvery is announced at once again.
 func TestListChangedOncePerBurst(t *testing.T) {
-	st := vfs.NewMemoryStore()
-	defer st.Close()
-	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
-	inR, inW := io.Pipe()
-	lines, done := serveStdioTest(s, inR)
+	_, _, inW, lines := stdioServer(t)
 	var notes []time.Time // list_changed arrivals
 	call := func(id int, msg string) time.Time {
 		t.Helper()
@@ -83,22 +99,13 @@ func TestListChangedOncePerBurst(t *testing.T) {
 			return notes[0].Sub(answered)
 		}(), len(notes))
 	}
-	inW.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
 
 // This process's changes are announced as they are made. Those made while the watch reads
 // the memory wait in the watch until the reading is done and are applied after it, in
 // order, each announced once; past maxQueued they are dropped and the memory read again.
 func TestNotifierQueuesChangesWhileScanning(t *testing.T) {
-	st := vfs.NewMemoryStore()
-	defer st.Close()
-	mem := handlers.New(st, handlers.DefaultLimits())
-	s := New(mem, Config{Tools: "split", Version: "test"})
-	inR, inW := io.Pipe()
-	lines, done := serveStdioTest(s, inR)
+	s, mem, inW, lines := stdioServer(t)
 	var updated, listed int // notifications seen
 	count := func(l stdioLine) {
 		switch {
@@ -194,21 +201,13 @@ func TestNotifierQueuesChangesWhileScanning(t *testing.T) {
 	if queued != 0 || overflow || scanning || !known {
 		t.Errorf("after the readings: %d held, overflow %v, scanning %v, the last file known %v; want 0, false, false, true", queued, overflow, scanning, known)
 	}
-	inW.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A 2026-era tool call that names a log level gets the call's log message at or above it,
 // over stdio; one that names none, or a higher level, gets none. (The message may come
 // after the answer: the session's notifications have a writer of their own.)
 func TestLogLevelPerRequest(t *testing.T) {
-	st := vfs.NewMemoryStore()
-	defer st.Close()
-	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
-	inR, inW := io.Pipe()
-	lines, done := serveStdioTest(s, inR)
+	_, _, inW, lines := stdioServer(t)
 	for i, tc := range []struct {
 		level string // "" for none
 		want  bool
@@ -243,9 +242,5 @@ func TestLogLevelPerRequest(t *testing.T) {
 		if logged != tc.want {
 			t.Errorf("log level %q: log message sent %v, want %v", tc.level, logged, tc.want)
 		}
-	}
-	inW.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
