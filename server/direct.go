@@ -96,7 +96,8 @@ func (s *Server) direct(ctx context.Context, req *rpcRequest) (h mcpserver.ToolH
 // infoCache keeps what modernInfo read of the _meta values it was given, by their bytes: a
 // client sends the same _meta with every call (its protocol version, capabilities and name),
 // and reading it as mcp-go does was a fifth of the direct way's JSON time over HTTP. It
-// holds at most maxInfos values of at most maxInfoBytes each; others are read every time.
+// holds at most maxInfos values of at most maxInfoBytes each (a longer one is read every
+// time), and starts over when full, so that the clients of the moment are the ones kept.
 type infoCache struct {
 	mu    sync.Mutex
 	infos map[string]*mcpserver.RequestProtocolInfo // nil: not a 2026-era _meta the direct way serves
@@ -124,9 +125,10 @@ func (c *infoCache) get(raw json.RawMessage) (*mcpserver.RequestProtocolInfo, bo
 		if c.infos == nil {
 			c.infos = map[string]*mcpserver.RequestProtocolInfo{}
 		}
-		if len(c.infos) < maxInfos {
-			c.infos[string(raw)] = info
+		if len(c.infos) >= maxInfos {
+			clear(c.infos) // many clients, or one sending a new _meta each time: start over
 		}
+		c.infos[string(raw)] = info
 		c.mu.Unlock()
 	}
 	if info == nil {

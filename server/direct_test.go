@@ -173,8 +173,8 @@ func FuzzResultEncodedAsJSONMarshal(f *testing.F) {
 }
 
 // The direct way reads a 2026-era _meta once per distinct value, as modernInfo reads it,
-// and gives every call a copy of its own; past maxInfos values, or beyond maxInfoBytes, it
-// reads them every time and keeps nothing more.
+// and gives every call a copy of its own; it keeps at most maxInfos values, starting over
+// when full, and none beyond maxInfoBytes.
 func TestInfoCache(t *testing.T) {
 	var c infoCache
 	meta := func(name string) json.RawMessage {
@@ -200,11 +200,18 @@ func TestInfoCache(t *testing.T) {
 			t.Fatalf("client %d: %+v %v", i, info, ok)
 		}
 	}
+	if n := len(c.infos); n == 0 || n > maxInfos {
+		t.Errorf("%d values kept, want 1 to %d", n, maxInfos)
+	}
+	if _, kept := c.infos[string(meta(fmt.Sprint("client-", 2*maxInfos-1)))]; !kept {
+		t.Error("the latest client's _meta is not kept")
+	}
 	long := meta(strings.Repeat("x", maxInfoBytes))
+	n := len(c.infos)
 	if info, ok := c.get(long); !ok || len(info.ClientInfo.Name) != maxInfoBytes {
 		t.Fatalf("a long _meta: %v", ok)
 	}
-	if len(c.infos) != maxInfos {
-		t.Errorf("%d values kept, want %d", len(c.infos), maxInfos)
+	if len(c.infos) != n {
+		t.Errorf("a _meta over %d bytes was kept", maxInfoBytes)
 	}
 }
