@@ -7,10 +7,11 @@ import (
 	"mime"
 	"net/http"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/memory-mcp/memory-mcp/internal/jsonstr"
 )
 
 // The direct way: a tool call decoded once and run on its handler, answered with the bytes
@@ -298,77 +299,9 @@ func (s *Server) stampedMeta() []byte {
 	return s.metaJSON
 }
 
-// appendJSONString appends s as json.Marshal encodes a string: quoted, with '"', '\\' and
-// control characters escaped (\b \f \n \r \t in short), '<', '>' and '&' as \u003c,
-// \u003e and \u0026, U+2028 and U+2029 escaped, and each invalid byte of UTF-8 as U+FFFD
-// (encoding/json writes it escaped, \ufffd; under the jsonv2 experiment, as it is: see
-// jsonInvalid). Written here so that a listing's text is escaped in one pass, straight
-// into the response.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if jsonPlain[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, jsonInvalid...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// jsonInvalid is what json.Marshal writes for a byte of invalid UTF-8 in a string.
-var jsonInvalid = func() string {
-	b, _ := json.Marshal("\xff")
-	return string(b[1 : len(b)-1])
-}()
-
-// jsonPlain marks the ASCII bytes a JSON string holds as they are (see appendJSONString).
-var jsonPlain = func() (t [utf8.RuneSelf]bool) {
-	for b := range t {
-		t[b] = b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
-	}
-	return t
-}()
+// appendJSONString appends s as json.Marshal encodes a string (HTML escaped): written by
+// hand so that a listing's text is escaped in one pass, straight into the response.
+func appendJSONString(dst []byte, s string) []byte { return jsonstr.Append(dst, s, true) }
 
 // resultSize estimates the encoded size of r's text, to size the response once.
 func resultSize(r *mcp.CallToolResult) int {

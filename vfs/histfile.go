@@ -379,7 +379,9 @@ func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (e
 		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch}}, lines...)
 	}
 	for i := range lines {
-		if err := enc.Encode(&lines[i]); err != nil {
+		if b, ok := appendLogLine(buf.AvailableBuffer(), &lines[i]); ok {
+			buf.Write(b)
+		} else if err := enc.Encode(&lines[i]); err != nil {
 			return err
 		}
 	}

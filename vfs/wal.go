@@ -277,7 +277,9 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 			return err
 		}
 	}
-	if err := enc.Encode(&line); err != nil {
+	if b, ok := appendWALLine(buf.AvailableBuffer(), &line); ok {
+		buf.Write(b)
+	} else if err := enc.Encode(&line); err != nil {
 		return err
 	}
 	newFile := w.size == 0
