@@ -74,27 +74,30 @@ func TestLinesAsEncodingJSON(t *testing.T) {
 		logLines := []logLine{{G: g, V: &vs[0]}, {Settle: g}, {Settle: g, Partial: true, Only: only}, {History: 1, Epoch: "e"}, {G: g}}
 		walLines := []walLine{{G: g, V: vs, C: content}, {G: g}, {Settle: g, Only: only}, {WAL: 3, Boot: "b", Cycle: "c"}, {G: g, Settle: g}}
 		for i := range logLines {
-			if got, ok := appendLogLine([]byte("x"), &logLines[i]); ok {
-				handled++
-				if want := encoded(t, &logLines[i]); string(got) != "x"+want {
-					t.Fatalf("log line %+v:\n got %s\nwant %s", logLines[i], got[1:], want)
-				}
-			} else if string(got) != "x" {
-				t.Fatalf("log line %+v left to the encoder, but %q written", logLines[i], got)
-			}
+			got, ok := appendLogLine([]byte("x"), &logLines[i])
+			handled += checkLine(t, &logLines[i], got, ok)
 		}
 		for i := range walLines {
-			if got, ok := appendWALLine([]byte("x"), &walLines[i]); ok {
-				handled++
-				if want := encoded(t, &walLines[i]); string(got) != "x"+want {
-					t.Fatalf("log record %+v:\n got %s\nwant %s", walLines[i], got[1:], want)
-				}
-			} else if string(got) != "x" {
-				t.Fatalf("log record %+v left to the encoder, but %q written", walLines[i], got)
-			}
+			got, ok := appendWALLine([]byte("x"), &walLines[i])
+			handled += checkLine(t, &walLines[i], got, ok)
 		}
 	}
 	if handled < 10000 {
 		t.Errorf("only %d lines written by hand", handled)
 	}
+}
+
+// checkLine compares what was written by hand after "x" (ok) with the encoder's bytes, or
+// checks that nothing was written (a line left to the encoder); it returns 1 for the first.
+func checkLine(t *testing.T, line any, got []byte, ok bool) int {
+	t.Helper()
+	switch {
+	case !ok && string(got) != "x":
+		t.Fatalf("%+v left to the encoder, but %q written", line, got)
+	case ok && string(got) != "x"+encoded(t, line):
+		t.Fatalf("%+v:\n got %s\nwant %s", line, got[1:], encoded(t, line))
+	case ok:
+		return 1
+	}
+	return 0
 }
