@@ -225,7 +225,7 @@ func (s *Server) callDirect(ctx context.Context, handler mcpserver.ToolHandlerFu
 			result.SetResultType(mcp.ResultTypeComplete)
 		}
 		if result.Meta == nil {
-			metaJSON = s.stampedMeta()
+			metaJSON = s.metaJSON
 		}
 		if meta := result.EnsureResultMeta(); meta.ServerInfo() == nil {
 			meta.SetServerInfo(s.implementation)
@@ -289,14 +289,12 @@ func appendResult(dst []byte, r *mcp.CallToolResult, metaJSON []byte) ([]byte, e
 }
 
 // stampedMeta returns the encoding of the metadata callDirect stamps on a 2026-era result
-// that has none (the server's own name and version), encoded once.
-func (s *Server) stampedMeta() []byte {
-	s.metaOnce.Do(func() {
-		var meta mcp.Meta
-		meta.SetServerInfo(s.implementation)
-		s.metaJSON, _ = json.Marshal(&meta)
-	})
-	return s.metaJSON
+// that has none: the server's own name and version (impl).
+func stampedMeta(impl mcp.Implementation) []byte {
+	var meta mcp.Meta
+	meta.SetServerInfo(impl)
+	b, _ := json.Marshal(&meta) // an Implementation always encodes
+	return b
 }
 
 // appendJSONString appends s as json.Marshal encodes a string (HTML escaped): written by

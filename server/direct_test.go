@@ -150,7 +150,7 @@ func TestResultEncodedAsJSONMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendResult(nil, r, srv.stampedMeta())
+		got, err := appendResult(nil, r, srv.metaJSON)
 		if err != nil || string(got) != string(want) {
 			t.Errorf("stamped result %d: got %s (%v), want %s", i, got, err, want)
 		}

@@ -36,7 +36,7 @@ import (
 // This process's changes are handled by the goroutine that made them, as the feed
 // publishes them (vfs.Store.SubscribeFunc): the work is a few map updates and sends that
 // never wait, and a goroutine of the watch's own woken for every change cost the stdio
-// server about 5% of its CPU per call. What needs the storage (listing the files, reading
+// server 2–8% of its CPU per call in side-by-side runs. What needs the storage (listing the files, reading
 // a subscribed file's digest: at the start, and for changes made elsewhere) is the
 // watch's goroutine's; the batches published meanwhile wait in the watch (queued) and are
 // applied after, in order, as if that goroutine had received them.

@@ -65,9 +65,8 @@ type Server struct {
 	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
 	// results (the direct way stamps it too).
 	implementation mcp.Implementation
-	metaOnce       sync.Once // metaJSON: see stampedMeta
+	metaJSON       []byte    // the _meta callDirect stamps on a 2026-era result, encoded
 	infos          infoCache // 2026-era _meta values read (see direct)
-	metaJSON       []byte
 }
 
 // How the server names itself to clients.
@@ -126,6 +125,7 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	}
 	s.mcp = mcpserver.NewMCPServer(serverName, cfg.Version, opts...)
 	s.implementation = mcp.Implementation{Name: serverName, Version: cfg.Version, Title: serverTitle, Description: serverDescription}
+	s.metaJSON = stampedMeta(s.implementation)
 
 	defs := splitTools()
 	if cfg.Tools == ToolsSingle {

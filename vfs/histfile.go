@@ -372,16 +372,12 @@ func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (e
 		newFile = fi.Size() == 0
 	}
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
 	if newFile {
 		h.offset, h.epoch = 0, newEpoch()
 		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch}}, lines...)
 	}
 	for i := range lines {
-		if b, ok := appendLogLine(buf.AvailableBuffer(), &lines[i]); ok {
-			buf.Write(b)
-		} else if err := enc.Encode(&lines[i]); err != nil {
+		if err := writeLogLine(&buf, &lines[i]); err != nil {
 			return err
 		}
 	}
@@ -680,8 +676,6 @@ func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
 	}
 	h.loaded = false // whatever happens, read the log again
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
 	g := h.lastGroup + 1
 	lines := []logLine{{History: historyFormat, Epoch: newEpoch()}}
 	for i := range vs {
@@ -689,7 +683,7 @@ func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
 	}
 	lines = append(lines, logLine{Settle: g})
 	for i := range lines {
-		if err := enc.Encode(&lines[i]); err != nil {
+		if err := writeLogLine(&buf, &lines[i]); err != nil {
 			return err
 		}
 	}

@@ -28,20 +28,8 @@ var noStatx atomic.Bool
 // statAtNoTimes is fstatat(dirfd, name, st, flags), "" with unix.AT_EMPTY_PATH for dirfd
 // itself, that leaves st's times zero (see statMask).
 func statAtNoTimes(dirfd int, name string, flags int, st *unix.Stat_t) error {
-	if !noStatx.Load() {
-		var sx unix.Statx_t
-		err := retryErr(func() error {
-			return unix.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, statMask, &sx)
-		})
-		if err != unix.ENOSYS && err != unix.EPERM {
-			if err == nil {
-				fromStatx(&sx, st)
-			}
-			return err
-		}
-		noStatx.Store(true)
-	}
-	return retryErr(func() error { return unix.Fstatat(dirfd, name, st, flags) })
+	var e entryStats
+	return e.stat(dirfd, name, flags, st)
 }
 
 // fromStatx fills st from sx, times zero. Some fields differ in width between
@@ -108,30 +96,36 @@ func fileStat(f *os.File) (os.FileInfo, error) {
 	return &statInfo{name: filepath.Base(f.Name()), st: st}, nil
 }
 
-// entryStats reads the status of a directory's entries, one statx each, through one buffer
-// for the names that the system call takes NUL-terminated: unix.Statx allocates a copy of
-// each, and a listing makes a call per entry.
+// entryStats reads statuses through one buffer for the names, which the system call takes
+// NUL-terminated (unix.Statx allocates a copy of each): a listing reuses one for all its
+// entries, a call per entry.
 type entryStats struct{ name []byte }
 
-// stat is statAtNoTimes(dirfd, name, flags, st).
+// stat is statAtNoTimes(dirfd, name, flags, st): statx, or fstatat once the kernel has
+// refused statx.
 func (e *entryStats) stat(dirfd int, name string, flags int, st *unix.Stat_t) error {
-	if noStatx.Load() || name == "" || strings.IndexByte(name, 0) >= 0 {
-		return statAtNoTimes(dirfd, name, flags, st)
-	}
-	e.name = append(append(e.name[:0], name...), 0)
-	var sx unix.Statx_t
-	for {
-		_, _, errno := unix.Syscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(&e.name[0])),
-			uintptr(flags|unix.AT_STATX_SYNC_AS_STAT), statMask, uintptr(unsafe.Pointer(&sx)), 0)
-		switch errno {
-		case 0:
-			fromStatx(&sx, st)
-			return nil
-		case unix.EINTR:
-			continue
-		case unix.ENOSYS, unix.EPERM:
-			return statAtNoTimes(dirfd, name, flags, st) // which falls back to fstatat
+	if !noStatx.Load() {
+		if strings.IndexByte(name, 0) >= 0 {
+			return unix.EINVAL // as unix.Statx refuses it
 		}
-		return errno
+		e.name = append(append(e.name[:0], name...), 0)
+		var sx unix.Statx_t
+		for {
+			_, _, errno := unix.Syscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(&e.name[0])),
+				uintptr(flags|unix.AT_STATX_SYNC_AS_STAT), statMask, uintptr(unsafe.Pointer(&sx)), 0)
+			if errno == unix.EINTR {
+				continue
+			}
+			if errno == 0 {
+				fromStatx(&sx, st)
+				return nil
+			}
+			if errno != unix.ENOSYS && errno != unix.EPERM {
+				return errno
+			}
+			break
+		}
+		noStatx.Store(true)
 	}
+	return retryErr(func() error { return unix.Fstatat(dirfd, name, st, flags) })
 }

@@ -268,18 +268,14 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 	if w.torn {
 		buf.WriteByte('\n') // ends a line a killed process left half-written: never read
 	}
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
 	first := w.end == 0
 	if first {
 		w.cycle = newEpoch()
-		if err := enc.Encode(walLine{WAL: walFormat, Boot: w.fs.BootID(), From: from, Cycle: w.cycle}); err != nil {
+		if err := writeWALLine(&buf, &walLine{WAL: walFormat, Boot: w.fs.BootID(), From: from, Cycle: w.cycle}); err != nil {
 			return err
 		}
 	}
-	if b, ok := appendWALLine(buf.AvailableBuffer(), &line); ok {
-		buf.Write(b)
-	} else if err := enc.Encode(&line); err != nil {
+	if err := writeWALLine(&buf, &line); err != nil {
 		return err
 	}
 	newFile := w.size == 0
