@@ -309,3 +309,39 @@ func TestAbsoluteLinkInside(t *testing.T) {
 		t.Errorf("outside link: %q", res.Text)
 	}
 }
+
+// A listing shows what another program (an editor, a shell) did to the files since the
+// last listing, though the os backend remembers the entries' sizes between listings.
+func TestListingSeesChangesByOtherPrograms(t *testing.T) {
+	dir := t.TempDir()
+	h := handlers.New(openOS(t, dir), handlers.DefaultLimits(), handlers.Timeout(5*time.Second))
+	call(h, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "alpha\n"})
+	call(h, map[string]any{"command": "create", "path": "/memories/sub/b.md", "file_text": "bravo\n"})
+	view := func() string {
+		t.Helper()
+		r := call(h, map[string]any{"command": "view", "path": "/memories"})
+		if r.IsError {
+			t.Fatal(r.Text)
+		}
+		return r.Text
+	}
+	head := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n"
+	if got, want := view(), head+"12B\t/memories\n6B\t/memories/a.md\n6B\t/memories/sub/\n6B\t/memories/sub/b.md"; got != want {
+		t.Fatalf("first listing:\n%s\nwant\n%s", got, want)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "sub", "b.md"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(strings.Repeat("x", 2000))
+	f.Close()
+	if err := os.WriteFile(filepath.Join(dir, "c.md"), []byte("charlie\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "a.md"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := view(), head+"2.0K\t/memories\n1B\t/memories/a.md\n8B\t/memories/c.md\n2.0K\t/memories/sub/\n2.0K\t/memories/sub/b.md"; got != want {
+		t.Fatalf("after the edits by hand:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -101,6 +101,21 @@ func (d namedDir) Child(name string) (DirHandle, error) {
 
 func (d namedDir) Close() {}
 
+// statFunc describes the entry name of a directory: ok is false when it is gone, cacheable
+// when a statCache may remember it (see statCache).
+type statFunc func(name string) (e Entry, ok, cacheable bool)
+
+// statAll describes every name through stat, in order, leaving out the ones gone.
+func statAll(names []string, stat statFunc) []Entry {
+	entries := make([]Entry, 0, len(names))
+	for _, n := range names {
+		if e, ok, _ := stat(n); ok {
+			entries = append(entries, e)
+		}
+	}
+	return entries
+}
+
 // sorted drops the bookkeeping files and sorts by name in byte order.
 func sorted(entries []Entry) []Entry {
 	entries = slices.DeleteFunc(entries, func(e Entry) bool { return IsBookkeeping(e.Name) })

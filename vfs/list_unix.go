@@ -20,13 +20,16 @@ func (f *OSFs) OpenDir(name string) (DirHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fdDir{d}, nil
+	return fdDir{d, f.statCache()}, nil
 }
 
 // fdDir is an open directory of an OSFs. A child is opened relative to it with one openat
 // that refuses symbolic links and anything but a directory, so a walk costs one open per
 // directory whatever its depth, and never leaves the directory it started in.
-type fdDir struct{ d *os.File }
+type fdDir struct {
+	d *os.File
+	c *statCache // nil: none
+}
 
 func (h fdDir) Close() { h.d.Close() }
 
@@ -38,37 +41,41 @@ func (h fdDir) Child(name string) (DirHandle, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return fdDir{os.NewFile(uintptr(fd), name)}, nil
+	return fdDir{os.NewFile(uintptr(fd), name), h.c}, nil
 }
 
-// entries reads the names, then describes each with one fstatat on the directory's
-// descriptor: one system call per entry, no path walk, and no FileInfo. (os.File.ReadDir
-// would stat every entry itself wherever the filesystem does not report types in getdents.)
+// Entries reads the names, then describes each with one statx on the directory's
+// descriptor (no path walk, no FileInfo), unless the storage's statCache remembers it.
+// (os.File.ReadDir would stat every entry itself wherever the filesystem does not report
+// types in getdents.) Bookkeeping entries are reported by name only: every caller leaves
+// them out or goes by their names, and some of them change at every call.
 func (h fdDir) Entries() ([]Entry, error) {
 	names, err := h.d.Readdirnames(-1)
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]Entry, 0, len(names))
 	fd := int(h.d.Fd())
 	var st unix.Stat_t
 	var stats entryStats
-	for _, n := range names {
-		if err := stats.stat(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
-			continue // gone since the names were read
+	return h.c.entries(fd, names, func(n string) (Entry, bool, bool) {
+		e := Entry{Name: n, Kind: KindOther}
+		if IsBookkeeping(n) {
+			return e, true, false
 		}
-		e := Entry{Name: n}
+		if err := stats.stat(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
+			return e, false, false // gone since the names were read
+		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
-			e.Size = st.Size
+			e.Kind, e.Size = KindFile, st.Size
+			// A file with other links can be written through a name in a directory
+			// that is not watched.
+			return e, true, st.Nlink == 1
 		case unix.S_IFDIR:
 			e.Kind = KindDir
 		case unix.S_IFLNK:
 			e.Kind = KindLink
-		default:
-			e.Kind = KindOther
 		}
-		entries = append(entries, e)
-	}
-	return entries, nil
+		return e, true, true
+	}), nil
 }

@@ -40,6 +40,9 @@ type OSFs struct {
 
 	dirs dirCache // directories kept open while the storage lock is held
 
+	statsOnce sync.Once
+	stats     *statCache // listings' entries as inotify keeps them true; nil: none
+
 	lockMu  sync.Mutex
 	lock    *os.File // the data lock; nil when it cannot be had (read-only storage without one)
 	gate    *os.File // the turnstile that a waiting writer holds (see LockStorage)
@@ -119,6 +122,10 @@ func closeAll(a *os.File, aerr error, b *os.File, berr error) {
 // Close releases the directory and the lock files.
 func (f *OSFs) Close() error {
 	f.dirs.reset()
+	f.statsOnce.Do(func() {}) // none made from now on
+	if f.stats != nil {
+		f.stats.close()
+	}
 	if f.lock != nil {
 		f.lock.Close()
 		f.gate.Close()

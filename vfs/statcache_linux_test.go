@@ -1,0 +1,328 @@
+package vfs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cachedOSFs opens dir as an OSFs whose listings go through a statCache.
+func cachedOSFs(t *testing.T, dir string) *OSFs {
+	t.Helper()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { osfs.Close() })
+	if osfs.statCache() == nil {
+		msg := "the temporary directory's filesystem is not one whose changes all reach inotify (ext4, xfs, btrfs, tmpfs, f2fs): no stat cache to test"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return osfs
+}
+
+// listAll describes every entry below the root through the OSFs's directory handles, as
+// listings do: path → kind and size.
+func listAll(t *testing.T, osfs *OSFs) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	var walk func(d DirHandle, prefix string)
+	walk = func(d DirHandle, prefix string) {
+		defer d.Close()
+		entries, err := d.Entries()
+		if err != nil {
+			t.Error(err) // Error, not Fatal: listings run on goroutines of their own too
+			return
+		}
+		for _, e := range entries {
+			if IsBookkeeping(e.Name) {
+				continue
+			}
+			got[prefix+e.Name] = fmt.Sprintf("kind %d size %d", e.Kind, e.Size)
+			if e.IsDir() {
+				child, err := d.Child(e.Name)
+				if err != nil {
+					continue // no longer a directory: changed while listing
+				}
+				walk(child, prefix+e.Name+"/")
+			}
+		}
+	}
+	d, err := osfs.OpenDir("/")
+	if err != nil {
+		t.Error(err)
+		return got
+	}
+	walk(d, "")
+	return got
+}
+
+// hostListing is listAll as lstat(2) reports the host directory now.
+func hostListing(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	want := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		if IsBookkeeping(fi.Name()) {
+			if fi.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		e := Entry{Kind: kindOf(fi.Mode())}
+		if e.Kind == KindFile {
+			e.Size = fi.Size()
+		}
+		want[filepath.ToSlash(rel)] = fmt.Sprintf("kind %d size %d", e.Kind, e.Size)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendTo(t *testing.T, name, text string) {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f.WriteString(text)
+	must(t, err)
+	must(t, f.Close())
+}
+
+// A listing answered from the cache is the listing the directory has now, whatever another
+// program did to it since the last one; and an unchanged directory's entries come from the
+// cache.
+func TestStatCacheFollowsChangesFromOutside(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, dir, outside string)
+	}{
+		{"append", func(t *testing.T, dir, outside string) { appendTo(t, filepath.Join(dir, "a.md"), "more\n") }},
+		{"append in a subdirectory", func(t *testing.T, dir, outside string) { appendTo(t, filepath.Join(dir, "sub", "c.md"), "more\n") }},
+		{"truncate", func(t *testing.T, dir, outside string) { must(t, os.Truncate(filepath.Join(dir, "a.md"), 2)) }},
+		{"rewrite", func(t *testing.T, dir, outside string) {
+			must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("a longer text than before\n"), 0o600))
+		}},
+		{"fallocate past the end", func(t *testing.T, dir, outside string) {
+			f, err := os.OpenFile(filepath.Join(dir, "a.md"), os.O_RDWR, 0)
+			must(t, err)
+			defer f.Close()
+			must(t, unix.Fallocate(int(f.Fd()), 0, 0, 8192))
+		}},
+		{"rename over", func(t *testing.T, dir, outside string) {
+			must(t, os.Rename(filepath.Join(dir, "b.md"), filepath.Join(dir, "a.md")))
+		}},
+		{"remove", func(t *testing.T, dir, outside string) { must(t, os.Remove(filepath.Join(dir, "a.md"))) }},
+		{"create", func(t *testing.T, dir, outside string) {
+			must(t, os.WriteFile(filepath.Join(dir, "new.md"), []byte("new\n"), 0o600))
+		}},
+		{"new directory", func(t *testing.T, dir, outside string) {
+			must(t, os.MkdirAll(filepath.Join(dir, "d2", "d3"), 0o700))
+			must(t, os.WriteFile(filepath.Join(dir, "d2", "d3", "x.md"), []byte("deep\n"), 0o600))
+		}},
+		{"remove a directory", func(t *testing.T, dir, outside string) { must(t, os.RemoveAll(filepath.Join(dir, "sub"))) }},
+		{"move in", func(t *testing.T, dir, outside string) {
+			src := filepath.Join(outside, "in.md")
+			must(t, os.WriteFile(src, []byte("from outside\n"), 0o600))
+			must(t, os.Rename(src, filepath.Join(dir, "sub", "moved.md")))
+		}},
+		{"move a directory out", func(t *testing.T, dir, outside string) {
+			must(t, os.Rename(filepath.Join(dir, "sub"), filepath.Join(outside, "out")))
+		}},
+		{"move a directory within", func(t *testing.T, dir, outside string) {
+			must(t, os.Rename(filepath.Join(dir, "sub"), filepath.Join(dir, "sub2")))
+			appendTo(t, filepath.Join(dir, "sub2", "c.md"), "after the move\n")
+		}},
+		{"file becomes a directory", func(t *testing.T, dir, outside string) {
+			must(t, os.Remove(filepath.Join(dir, "a.md")))
+			must(t, os.Mkdir(filepath.Join(dir, "a.md"), 0o700))
+		}},
+		{"file becomes a link", func(t *testing.T, dir, outside string) {
+			must(t, os.Remove(filepath.Join(dir, "a.md")))
+			must(t, os.Symlink("b.md", filepath.Join(dir, "a.md")))
+		}},
+		{"written through a hard link from outside", func(t *testing.T, dir, outside string) {
+			// The link was made before the listings (setup): a file with two links is
+			// never remembered.
+			appendTo(t, filepath.Join(outside, "link"), "through the other name\n")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, outside := filepath.Join(t.TempDir(), "store"), t.TempDir()
+			must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o700))
+			for name, text := range map[string]string{"a.md": "alpha\n", "b.md": "bravo bravo\n", "sub/c.md": "charlie\n", "linked.md": "linked\n"} {
+				must(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
+			}
+			must(t, os.Link(filepath.Join(dir, "linked.md"), filepath.Join(outside, "link")))
+			osfs := cachedOSFs(t, dir)
+			c := osfs.statCache()
+
+			if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
+				t.Fatalf("first listing:\n got %v\nwant %v", got, want)
+			}
+			before := c.hits.Load()
+			listAll(t, osfs)
+			// a.md, b.md, sub and sub/c.md: linked.md has two links.
+			if hits := c.hits.Load() - before; hits != 4 {
+				t.Fatalf("an unchanged store's listing took %d entries from the cache, want 4", hits)
+			}
+			tc.change(t, dir, outside)
+			if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after the change:\n got %v\nwant %v", got, want)
+			}
+		})
+	}
+}
+
+// The one change inotify misses (a write through a hard link made after the listing from
+// a directory not watched) shows once the entry is older than statCacheTTL.
+func TestStatCacheForgetsAfterTTL(t *testing.T) {
+	was := statCacheTTL
+	statCacheTTL = 100 * time.Millisecond
+	t.Cleanup(func() { statCacheTTL = was })
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
+	osfs := cachedOSFs(t, dir)
+	listAll(t, osfs)
+	link := filepath.Join(t.TempDir(), "link")
+	must(t, os.Link(filepath.Join(dir, "a.md"), link))
+	appendTo(t, link, "through the link\n")
+	time.Sleep(statCacheTTL + 10*time.Millisecond)
+	if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the TTL:\n got %v\nwant %v", got, want)
+	}
+}
+
+// When the kernel's event queue overflows, events are lost: the cache then forgets all.
+func TestStatCacheForgetsOnOverflow(t *testing.T) {
+	raw, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	must(t, err)
+	max, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	must(t, err)
+	if max > 1<<20 {
+		t.Skipf("max_queued_events is %d: too many events to make here", max)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"a.md", "x.md", "y.md"} {
+		must(t, os.WriteFile(filepath.Join(dir, name), []byte(name+"\n"), 0o600))
+	}
+	osfs := cachedOSFs(t, dir)
+	listAll(t, osfs)
+	x, err := os.OpenFile(filepath.Join(dir, "x.md"), os.O_WRONLY, 0)
+	must(t, err)
+	defer x.Close()
+	y, err := os.OpenFile(filepath.Join(dir, "y.md"), os.O_WRONLY, 0)
+	must(t, err)
+	defer y.Close()
+	for i := 0; i <= max; i++ { // alternating: identical events in a row are merged
+		_, err := []*os.File{x, y}[i%2].WriteAt([]byte("z"), 0)
+		must(t, err)
+	}
+	appendTo(t, filepath.Join(dir, "a.md"), "its event is lost\n")
+	if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after an overflow:\n got %v\nwant %v", got, want)
+	}
+}
+
+// Listings running while another program writes never keep a size from before a write
+// that completed: once the writer stops, the listing is the directory's.
+func TestStatCacheWithConcurrentWriter(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o700))
+	names := []string{"a.md", "b.md", "sub/c.md", "sub/d.md"}
+	for _, name := range names {
+		must(t, os.WriteFile(filepath.Join(dir, name), nil, 0o600))
+	}
+	osfs := cachedOSFs(t, dir)
+	for round := 0; round < 20; round++ {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				f, err := os.OpenFile(filepath.Join(dir, names[(round+i)%len(names)]), os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				f.WriteString("x")
+				f.Close()
+			}
+			close(stop)
+		}()
+		for range 2 {
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						listAll(t, osfs)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d, after the writer stopped:\n got %v\nwant %v", round, got, want)
+		}
+	}
+}
+
+// A status read while another listing applies events is not remembered: the change behind
+// such an event may be newer than the status.
+func TestStatCacheKeepsNoStatusReadAcrossEvents(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
+	c := cachedOSFs(t, dir).statCache()
+	d, err := os.Open(dir)
+	must(t, err)
+	defer d.Close()
+	fd := int(d.Fd())
+	stat := func(n string) (Entry, bool, bool) {
+		var st unix.Stat_t
+		must(t, statAtNoTimes(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st))
+		return Entry{Name: n, Kind: KindFile, Size: st.Size}, true, true
+	}
+	racing := func(n string) (Entry, bool, bool) {
+		e, ok, keep := stat(n)
+		// Between the status and remembering it: the file changes, and another
+		// listing applies the change's event.
+		appendTo(t, filepath.Join(dir, n), "more\n")
+		c.dir(fd)
+		return e, ok, keep
+	}
+	c.entries(fd, []string{"a.md"}, racing)
+	got := c.entries(fd, []string{"a.md"}, stat)
+	if len(got) != 1 || got[0].Size != int64(len("alpha\nmore\n")) {
+		t.Fatalf("listing after the race: %+v, want a.md of %d bytes", got, len("alpha\nmore\n"))
+	}
+}
