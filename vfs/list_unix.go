@@ -20,15 +20,17 @@ func (f *OSFs) OpenDir(name string) (DirHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fdDir{d, f.statCache()}, nil
+	c, dev := f.statCache()
+	return fdDir{d, c, dev}, nil
 }
 
 // fdDir is an open directory of an OSFs. A child is opened relative to it with one openat
 // that refuses symbolic links and anything but a directory, so a walk costs one open per
 // directory whatever its depth, and never leaves the directory it started in.
 type fdDir struct {
-	d *os.File
-	c *statCache // nil: none
+	d   *os.File
+	c   *statCache // nil: none
+	dev uint64     // the store's root's device, for c
 }
 
 func (h fdDir) Close() { h.d.Close() }
@@ -41,7 +43,7 @@ func (h fdDir) Child(name string) (DirHandle, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return fdDir{os.NewFile(uintptr(fd), name), h.c}, nil
+	return fdDir{os.NewFile(uintptr(fd), name), h.c, h.dev}, nil
 }
 
 // Entries reads the names, then describes each with one statx on the directory's
@@ -57,7 +59,7 @@ func (h fdDir) Entries() ([]Entry, error) {
 	fd := int(h.d.Fd())
 	var st unix.Stat_t
 	var stats entryStats
-	return h.c.entries(fd, names, func(n string) (Entry, bool, bool) {
+	return h.c.entries(fd, h.dev, names, func(n string) (Entry, bool, bool) {
 		e := Entry{Name: n, Kind: KindOther}
 		if IsBookkeeping(n) {
 			return e, true, false

@@ -42,6 +42,7 @@ type OSFs struct {
 
 	statsOnce sync.Once
 	stats     *statCache // listings' entries as inotify keeps them true; nil: none
+	statsDev  uint64     // the root's device, for stats
 
 	lockMu  sync.Mutex
 	lock    *os.File // the data lock; nil when it cannot be had (read-only storage without one)
@@ -122,10 +123,6 @@ func closeAll(a *os.File, aerr error, b *os.File, berr error) {
 // Close releases the directory and the lock files.
 func (f *OSFs) Close() error {
 	f.dirs.reset()
-	f.statsOnce.Do(func() {}) // none made from now on
-	if f.stats != nil {
-		f.stats.close()
-	}
 	if f.lock != nil {
 		f.lock.Close()
 		f.gate.Close()

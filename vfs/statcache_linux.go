@@ -33,13 +33,16 @@ import (
 // The one change inotify cannot report is a write through a hard link made, after the
 // listing, from a directory that is not watched: so nothing is remembered for longer than
 // statCacheTTL. The names themselves are always read from the directory.
+//
+// One cache serves the whole process, every store included (one inotify instance: a user
+// has 128 by default, and a server with a store per tenant must not take them all). It is
+// keyed by the directories' inodes, and a listing asks only about a directory it has open.
 type statCache struct {
-	fd    int    // the inotify instance; -1 once closed
-	dev   uint64 // the root's device: directories on another are not watched
+	fd    int // the inotify instance
 	start time.Time
 
 	mu    sync.Mutex
-	byIno map[uint64]*dirStats // a watched directory's inode number → its entries
+	byIno map[fileID]*dirStats // a watched directory → its entries
 	byWd  map[int32]*dirStats  // its watch descriptor → its entries
 	n     int                  // entries remembered, at most statCacheMax
 	gen   uint64               // times events were applied
@@ -51,9 +54,12 @@ type statCache struct {
 // dirStats is what the cache remembers of one directory.
 type dirStats struct {
 	wd    int32
-	ino   uint64
+	id    fileID
 	names map[string]cachedStat
 }
+
+// fileID is a file's device and inode number.
+type fileID struct{ dev, ino uint64 }
 
 type cachedStat struct {
 	kind Kind
@@ -84,54 +90,43 @@ var localFilesystems = map[uint32]bool{
 	unix.F2FS_SUPER_MAGIC:  true,
 }
 
-// newStatCache returns a cache for the storage directory dir, or nil where it cannot be
-// kept true (see statCache) or inotify is not to be had.
-func newStatCache(dir string) *statCache {
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(dir, &sfs); err != nil || !localFilesystems[uint32(sfs.Type)] {
-		return nil
-	}
-	var st unix.Stat_t
-	if err := statAtNoTimes(unix.AT_FDCWD, dir, 0, &st); err != nil {
-		return nil
-	}
+// processStatCache is the process's cache, made at the first listing (nil: inotify is not
+// to be had, the user's instances being used up, say: listings then stat every entry).
+var processStatCache = sync.OnceValue(func() *statCache {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		return nil // the user's instances are used up, say: listings stat every entry
+		return nil
 	}
-	return &statCache{fd: fd, dev: uint64(st.Dev), start: time.Now(),
-		byIno: map[uint64]*dirStats{}, byWd: map[int32]*dirStats{}, buf: make([]byte, 64<<10)}
-}
+	return &statCache{fd: fd, start: time.Now(),
+		byIno: map[fileID]*dirStats{}, byWd: map[int32]*dirStats{}, buf: make([]byte, 64<<10)}
+})
 
-// statCache returns the storage's cache, made at the first listing (nil: none).
-func (f *OSFs) statCache() *statCache {
+// statCache returns the cache for the storage's listings and the root's device (a
+// directory on another, a mount below the root, is never cached); nil where the cache
+// cannot be kept true (see statCache). It is decided at the first listing.
+func (f *OSFs) statCache() (*statCache, uint64) {
 	f.statsOnce.Do(func() {
-		if !f.readOnly {
-			f.stats = newStatCache(f.dir)
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(f.dir, &sfs); err != nil || !localFilesystems[uint32(sfs.Type)] {
+			return
 		}
+		var st unix.Stat_t
+		if err := statAtNoTimes(unix.AT_FDCWD, f.dir, 0, &st); err != nil {
+			return
+		}
+		f.stats, f.statsDev = processStatCache(), uint64(st.Dev)
 	})
-	return f.stats
+	return f.stats, f.statsDev
 }
 
-// close ends the inotify instance; listings then stat every entry.
-func (c *statCache) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fd >= 0 {
-		unix.Close(c.fd)
-		c.fd = -1
-	}
-	c.forget()
-}
-
-// entries describes names, the entries of the directory open as fd, from what the cache
-// remembers where it can, else through stat, remembering what stat reports as cacheable.
-// The order of names is kept.
-func (c *statCache) entries(fd int, names []string, stat statFunc) []Entry {
+// entries describes names, the entries of the directory open as fd (of a store whose root is
+// on device dev), from what the cache remembers where it can, else through stat,
+// remembering what stat reports as cacheable. The order of names is kept.
+func (c *statCache) entries(fd int, dev uint64, names []string, stat statFunc) []Entry {
 	if c == nil {
 		return statAll(names, stat)
 	}
-	d, gen := c.dir(fd)
+	d, gen := c.dir(fd, dev)
 	if d == nil {
 		return statAll(names, stat)
 	}
@@ -184,21 +179,19 @@ func (c *statCache) entries(fd int, names []string, stat statFunc) []Entry {
 
 // dir applies the queued events and returns the entries remembered of the directory open
 // as fd, watching it if it is not yet, with the count of event applications as of then;
-// nil where the directory cannot be cached.
-func (c *statCache) dir(fd int) (*dirStats, uint64) {
+// nil where the directory cannot be cached (not on device dev).
+func (c *statCache) dir(fd int, dev uint64) (*dirStats, uint64) {
 	var st unix.Stat_t
-	if err := statAtNoTimes(fd, "", unix.AT_EMPTY_PATH, &st); err != nil || uint64(st.Dev) != c.dev {
+	if err := statAtNoTimes(fd, "", unix.AT_EMPTY_PATH, &st); err != nil || uint64(st.Dev) != dev {
 		return nil, 0
 	}
+	id := fileID{dev, uint64(st.Ino)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 {
-		return nil, 0
-	}
 	// After the status: a directory that had this inode number before is removed, so its
 	// watch's IN_IGNORED is already queued, and applying it forgets the old one.
 	c.apply()
-	if d := c.byIno[uint64(st.Ino)]; d != nil {
+	if d := c.byIno[id]; d != nil {
 		return d, c.gen
 	}
 	wd, err := unix.InotifyAddWatch(c.fd, "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
@@ -206,12 +199,12 @@ func (c *statCache) dir(fd int) (*dirStats, uint64) {
 		return nil, 0 // no /proc, or the user's watches are used up: this one is not cached
 	}
 	d := c.byWd[int32(wd)]
-	if d == nil || d.ino != uint64(st.Ino) {
+	if d == nil || d.id != id {
 		c.drop(d)
-		d = &dirStats{wd: int32(wd), ino: uint64(st.Ino), names: map[string]cachedStat{}}
+		d = &dirStats{wd: int32(wd), id: id, names: map[string]cachedStat{}}
 		c.byWd[d.wd] = d
 	}
-	c.byIno[d.ino] = d
+	c.byIno[id] = d
 	return d, c.gen
 }
 
@@ -261,8 +254,8 @@ func (c *statCache) drop(d *dirStats) {
 	}
 	c.n -= len(d.names)
 	delete(c.byWd, d.wd)
-	if c.byIno[d.ino] == d {
-		delete(c.byIno, d.ino)
+	if c.byIno[d.id] == d {
+		delete(c.byIno, d.id)
 	}
 }
 

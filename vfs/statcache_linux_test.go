@@ -22,7 +22,7 @@ func cachedOSFs(t *testing.T, dir string) *OSFs {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { osfs.Close() })
-	if osfs.statCache() == nil {
+	if c, _ := osfs.statCache(); c == nil {
 		msg := "the temporary directory's filesystem is not one whose changes all reach inotify (ext4, xfs, btrfs, tmpfs, f2fs): no stat cache to test"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
@@ -97,6 +97,16 @@ func hostListing(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return want
+}
+
+// Every store of a process shares one inotify instance: a user has 128 by default, and a
+// server with a store per tenant must not take them all.
+func TestStatCacheOnePerProcess(t *testing.T) {
+	a, _ := cachedOSFs(t, t.TempDir()).statCache()
+	b, _ := cachedOSFs(t, t.TempDir()).statCache()
+	if a != b {
+		t.Fatal("two stores have caches of their own")
+	}
 }
 
 func must(t *testing.T, err error) {
@@ -181,7 +191,7 @@ func TestStatCacheFollowsChangesFromOutside(t *testing.T) {
 			}
 			must(t, os.Link(filepath.Join(dir, "linked.md"), filepath.Join(outside, "link")))
 			osfs := cachedOSFs(t, dir)
-			c := osfs.statCache()
+			c, _ := osfs.statCache()
 
 			if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
 				t.Fatalf("first listing:\n got %v\nwant %v", got, want)
@@ -302,7 +312,7 @@ func TestStatCacheWithConcurrentWriter(t *testing.T) {
 func TestStatCacheKeepsNoStatusReadAcrossEvents(t *testing.T) {
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
-	c := cachedOSFs(t, dir).statCache()
+	c, dev := cachedOSFs(t, dir).statCache()
 	d, err := os.Open(dir)
 	must(t, err)
 	defer d.Close()
@@ -317,11 +327,11 @@ func TestStatCacheKeepsNoStatusReadAcrossEvents(t *testing.T) {
 		// Between the status and remembering it: the file changes, and another
 		// listing applies the change's event.
 		appendTo(t, filepath.Join(dir, n), "more\n")
-		c.dir(fd)
+		c.dir(fd, dev)
 		return e, ok, keep
 	}
-	c.entries(fd, []string{"a.md"}, racing)
-	got := c.entries(fd, []string{"a.md"}, stat)
+	c.entries(fd, dev, []string{"a.md"}, racing)
+	got := c.entries(fd, dev, []string{"a.md"}, stat)
 	if len(got) != 1 || got[0].Size != int64(len("alpha\nmore\n")) {
 		t.Fatalf("listing after the race: %+v, want a.md of %d bytes", got, len("alpha\nmore\n"))
 	}

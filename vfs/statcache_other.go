@@ -5,10 +5,8 @@ package vfs
 // statCache is Linux's only (it needs inotify): elsewhere every listing stats its entries.
 type statCache struct{}
 
-func (f *OSFs) statCache() *statCache { return nil }
+func (f *OSFs) statCache() (*statCache, uint64) { return nil, 0 }
 
-func (c *statCache) close() {}
-
-func (c *statCache) entries(_ int, names []string, stat statFunc) []Entry {
+func (c *statCache) entries(_ int, _ uint64, names []string, stat statFunc) []Entry {
 	return statAll(names, stat)
 }
