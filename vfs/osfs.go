@@ -40,8 +40,9 @@ type OSFs struct {
 
 	dirs dirCache // directories kept open while the storage lock is held
 
+	// Linux: the listings' status cache (see statCache), decided at the first listing.
 	statsOnce sync.Once
-	stats     *statCache // listings' entries as inotify keeps them true; nil: none
+	stats     *statCache // nil: none
 	statsDev  uint64     // the root's device, for stats
 
 	lockMu  sync.Mutex

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -131,13 +132,12 @@ func (c *statCache) entries(fd int, dev uint64, names []string, stat statFunc) [
 		return statAll(names, stat)
 	}
 	now := time.Since(c.start)
-	out := make([]Entry, len(names))
-	found := make([]bool, len(names))
+	out := make([]Entry, len(names)) // an entry without a name: not (yet) described
 	hits := 0
 	c.mu.Lock()
 	for i, n := range names {
 		if s, ok := d.names[n]; ok && now-s.at < statCacheTTL {
-			out[i], found[i] = Entry{Name: n, Kind: s.kind, Size: s.size}, true
+			out[i] = Entry{Name: n, Kind: s.kind, Size: s.size}
 			hits++
 		}
 	}
@@ -148,8 +148,11 @@ func (c *statCache) entries(fd int, dev uint64, names []string, stat statFunc) [
 	}
 	keep := make([]bool, len(names))
 	for i, n := range names {
-		if !found[i] {
-			out[i], found[i], keep[i] = stat(n)
+		if out[i].Name == "" {
+			var ok bool
+			if out[i], ok, keep[i] = stat(n); !ok {
+				out[i] = Entry{} // gone since the names were read
+			}
 		}
 	}
 	c.mu.Lock()
@@ -168,13 +171,7 @@ func (c *statCache) entries(fd int, dev uint64, names []string, stat statFunc) [
 		}
 	}
 	c.mu.Unlock()
-	kept := out[:0]
-	for i, e := range out {
-		if found[i] {
-			kept = append(kept, e)
-		}
-	}
-	return kept
+	return slices.DeleteFunc(out, func(e Entry) bool { return e.Name == "" })
 }
 
 // dir applies the queued events and returns the entries remembered of the directory open

@@ -336,3 +336,25 @@ func TestStatCacheKeepsNoStatusReadAcrossEvents(t *testing.T) {
 		t.Fatalf("listing after the race: %+v, want a.md of %d bytes", got, len("alpha\nmore\n"))
 	}
 }
+
+// An entry removed between reading the names and its status is left out, cache or none.
+func TestStatCacheLeavesOutEntriesGone(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
+	c, dev := cachedOSFs(t, dir).statCache()
+	d, err := os.Open(dir)
+	must(t, err)
+	defer d.Close()
+	stat := func(n string) (Entry, bool, bool) {
+		if n == "gone.md" {
+			return Entry{Name: n}, false, false
+		}
+		return Entry{Name: n, Kind: KindFile, Size: 6}, true, true
+	}
+	for _, cache := range []*statCache{c, nil} {
+		got := cache.entries(int(d.Fd()), dev, []string{"a.md", "gone.md"}, stat)
+		if len(got) != 1 || got[0].Name != "a.md" {
+			t.Fatalf("cache %v: %+v, want a.md alone", cache != nil, got)
+		}
+	}
+}
