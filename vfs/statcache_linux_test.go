@@ -307,16 +307,23 @@ func TestStatCacheWithConcurrentWriter(t *testing.T) {
 	}
 }
 
+// oneFileStore makes a store holding a.md ("alpha\n") and returns its directory, the cache,
+// the root's device and a descriptor of the directory, for calling the cache directly.
+func oneFileStore(t *testing.T) (dir string, c *statCache, dev uint64, fd int) {
+	t.Helper()
+	dir = t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
+	c, dev = cachedOSFs(t, dir).statCache()
+	d, err := os.Open(dir)
+	must(t, err)
+	t.Cleanup(func() { d.Close() })
+	return dir, c, dev, int(d.Fd())
+}
+
 // A status read while another listing applies events is not remembered: the change behind
 // such an event may be newer than the status.
 func TestStatCacheKeepsNoStatusReadAcrossEvents(t *testing.T) {
-	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
-	c, dev := cachedOSFs(t, dir).statCache()
-	d, err := os.Open(dir)
-	must(t, err)
-	defer d.Close()
-	fd := int(d.Fd())
+	dir, c, dev, fd := oneFileStore(t)
 	stat := func(n string) (Entry, bool, bool) {
 		var st unix.Stat_t
 		must(t, statAtNoTimes(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st))
@@ -339,12 +346,7 @@ func TestStatCacheKeepsNoStatusReadAcrossEvents(t *testing.T) {
 
 // An entry removed between reading the names and its status is left out, cache or none.
 func TestStatCacheLeavesOutEntriesGone(t *testing.T) {
-	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
-	c, dev := cachedOSFs(t, dir).statCache()
-	d, err := os.Open(dir)
-	must(t, err)
-	defer d.Close()
+	_, c, dev, fd := oneFileStore(t)
 	stat := func(n string) (Entry, bool, bool) {
 		if n == "gone.md" {
 			return Entry{Name: n}, false, false
@@ -352,7 +354,7 @@ func TestStatCacheLeavesOutEntriesGone(t *testing.T) {
 		return Entry{Name: n, Kind: KindFile, Size: 6}, true, true
 	}
 	for _, cache := range []*statCache{c, nil} {
-		got := cache.entries(int(d.Fd()), dev, []string{"a.md", "gone.md"}, stat)
+		got := cache.entries(fd, dev, []string{"a.md", "gone.md"}, stat)
 		if len(got) != 1 || got[0].Name != "a.md" {
 			t.Fatalf("cache %v: %+v, want a.md alone", cache != nil, got)
 		}
