@@ -169,6 +169,17 @@ func TestTimeoutsCloseConnections(t *testing.T) {
 	}
 }
 
+// flipChar returns s with the character at i changed (to another of the same alphabet).
+func flipChar(s string, i int) string {
+	b := []byte(s)
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
 // Session ids: a forged or unknown one, a deleted one and an expired one get 404; the
 // number of sessions is capped (the least recently used ends), and what mcp-go keeps for an
 // ended session is released.
@@ -192,7 +203,7 @@ func TestSessions(t *testing.T) {
 	}
 	forged := []string{
 		sessionPrefix + strings.Repeat("A", 64),
-		id[:len(id)-2] + "AA",
+		flipChar(id, len(id)-3), // not its last two: an id whose end was "AA" made that one real
 		"mcp-session-8d7c3a57-7d11-4e0b-9a39-4c8a5bdfd3e1",
 	}
 	for _, f := range forged {
