@@ -47,19 +47,16 @@ func (h fdDir) Child(name string) (DirHandle, error) {
 }
 
 // Entries reads the names, then describes each with one statx on the directory's
-// descriptor (no path walk, no FileInfo), unless the storage's statCache remembers it.
+// descriptor (no path walk, no FileInfo), unless the storage's statCache remembers them.
 // (os.File.ReadDir would stat every entry itself wherever the filesystem does not report
 // types in getdents.) Bookkeeping entries are reported by name only: every caller leaves
 // them out or goes by their names, and some of them change at every call.
 func (h fdDir) Entries() ([]Entry, error) {
-	names, err := h.d.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
 	fd := int(h.d.Fd())
 	var st unix.Stat_t
 	var stats entryStats
-	return h.c.entries(fd, h.dev, names, func(n string) (Entry, bool, bool) {
+	readNames := func() ([]string, error) { return h.d.Readdirnames(-1) }
+	return h.c.entries(fd, h.dev, readNames, func(n string) (Entry, bool, bool) {
 		e := Entry{Name: n, Kind: KindOther}
 		if IsBookkeeping(n) {
 			return e, true, false
@@ -79,5 +76,5 @@ func (h fdDir) Entries() ([]Entry, error) {
 			e.Kind = KindLink
 		}
 		return e, true, true
-	}), nil
+	})
 }

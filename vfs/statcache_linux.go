@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,20 +12,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// statCache remembers the status of directory entries between listings for as long as
-// inotify reports no change to them, so that listing an unchanged directory costs no
-// system call per entry. One stat per file (1–3 µs each) is most of what listing a
-// directory of a few hundred files costs, and a model lists /memories all the time.
+// statCache remembers the names in a directory and the status of its entries between
+// listings for as long as inotify reports no change to them, so that listing an unchanged
+// directory costs no system call per entry, and none to read its names. One stat per file
+// (1–3 µs each) is most of what listing a directory of a few hundred files costs, and
+// reading the names is about half of the rest (ext4 hashes and sorts every name of an
+// indexed directory at each read); a model lists /memories all the time.
 //
 // Why it stays true:
 //   - Every change to a directory's entries or to a file's content (write, truncate,
 //     fallocate, create, remove, rename either way) queues an inotify event on the
 //     directory before the system call that made it returns, in this process or any other.
-//     Each listing first applies the queued events, each dropping the entry it names, so
-//     a change that completed before the listing began is never hidden from it.
-//   - A directory is watched before any of its entries are remembered, and a status read
-//     while events were being applied by another listing is not remembered (gen): the
-//     change behind such an event may be newer than the status.
+//     Each listing first applies the queued events, each dropping the status of the entry
+//     it names, so a change that completed before the listing began is never hidden from
+//     it.
+//   - The names are kept by the same events: a name that an event names (created,
+//     removed, moved either way) is marked to be looked up at the next listing, which
+//     lists it only if it is there then. (The events alone cannot say: a rename over an
+//     existing name and back, and an exchange of the two (RENAME_EXCHANGE), queue the
+//     same four events and leave different names.) A name no event named since it was
+//     read or looked up is still there.
+//   - A directory is watched before any of its names or entries are remembered, and names
+//     or a status read while events were being applied by another listing are not
+//     remembered (gen): those events are then applied to nothing, and the change behind
+//     them may be newer than what was read.
 //   - A lost event (the queue overflowed) forgets everything; a directory removed, or on
 //     another device than the root (a mount below it), or a file with more than one link
 //     (written through a name in a directory not watched), is never remembered.
@@ -33,7 +44,7 @@ import (
 //
 // The one change inotify cannot report is a write through a hard link made, after the
 // listing, from a directory that is not watched: so nothing is remembered for longer than
-// statCacheTTL. The names themselves are always read from the directory.
+// statCacheTTL, the names neither.
 //
 // One cache serves the whole process, every store included (one inotify instance: a user
 // has 128 by default, and a server with a store per tenant must not take them all). It is
@@ -49,14 +60,20 @@ type statCache struct {
 	gen   uint64               // times events were applied
 	buf   []byte
 
-	hits atomic.Int64 // entries answered from the cache (tests read it)
+	hits     atomic.Int64 // entries answered from the cache (tests read it)
+	nameHits atomic.Int64 // listings whose names came from the cache (tests read it)
 }
 
 // dirStats is what the cache remembers of one directory.
 type dirStats struct {
 	wd    int32
 	id    fileID
-	names map[string]cachedStat
+	names map[string]cachedStat // entries' status, by name
+	// The directory's names, as read and then kept by the events (nil: not known), each
+	// true when it was there at the last look and no event has named it since; and when
+	// they were read.
+	list   map[string]bool
+	listAt time.Duration
 }
 
 // fileID is a file's device and inode number.
@@ -69,7 +86,7 @@ type cachedStat struct {
 }
 
 const (
-	// statCacheMax bounds the entries remembered (about 100 bytes each).
+	// statCacheMax bounds the entries and names remembered (about 100 bytes each).
 	statCacheMax = 1 << 16
 	// watchMask is every event that changes an entry's status or the directory itself.
 	watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE |
@@ -120,18 +137,39 @@ func (f *OSFs) statCache() (*statCache, uint64) {
 	return f.stats, f.statsDev
 }
 
-// entries describes names, the entries of the directory open as fd (of a store whose root is
-// on device dev), from what the cache remembers where it can, else through stat,
-// remembering what stat reports as cacheable. The order of names is kept.
-func (c *statCache) entries(fd int, dev uint64, names []string, stat statFunc) []Entry {
+// entries describes the entries of the directory open as fd (of a store whose root is on
+// device dev), from what the cache remembers where it can, else through readNames (the
+// directory's names, in any order) and stat, remembering the names and what stat reports as
+// cacheable. The entries come in no particular order.
+func (c *statCache) entries(fd int, dev uint64, readNames func() ([]string, error), stat statFunc) ([]Entry, error) {
 	if c == nil {
-		return statAll(names, stat)
+		return statNames(readNames, stat)
 	}
 	d, gen := c.dir(fd, dev)
 	if d == nil {
-		return statAll(names, stat)
+		return statNames(readNames, stat)
 	}
 	now := time.Since(c.start)
+	names, check, ok := c.knownNames(d, now)
+	if !ok {
+		var err error
+		if names, err = readNames(); err != nil {
+			return nil, err
+		}
+		c.rememberNames(d, gen, names, now)
+	} else if len(check) > 0 {
+		// The names events named since: each is looked up.
+		gone := map[string]bool{}
+		var st unix.Stat_t
+		var look entryStats
+		for _, n := range check {
+			if errors.Is(look.stat(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st), unix.ENOENT) {
+				gone[n] = true
+			}
+		}
+		c.lookedUp(d, gen, check, gone)
+		names = slices.DeleteFunc(names, func(n string) bool { return gone[n] })
+	}
 	out := make([]Entry, len(names)) // an entry without a name: not (yet) described
 	hits := 0
 	c.mu.Lock()
@@ -144,7 +182,7 @@ func (c *statCache) entries(fd int, dev uint64, names []string, stat statFunc) [
 	c.mu.Unlock()
 	c.hits.Add(int64(hits))
 	if hits == len(names) {
-		return out
+		return out, nil
 	}
 	keep := make([]bool, len(names))
 	for i, n := range names {
@@ -171,7 +209,73 @@ func (c *statCache) entries(fd int, dev uint64, names []string, stat statFunc) [
 		}
 	}
 	c.mu.Unlock()
-	return slices.DeleteFunc(out, func(e Entry) bool { return e.Name == "" })
+	return slices.DeleteFunc(out, func(e Entry) bool { return e.Name == "" }), nil
+}
+
+// statNames is a listing without the cache.
+func statNames(readNames func() ([]string, error), stat statFunc) ([]Entry, error) {
+	names, err := readNames()
+	if err != nil {
+		return nil, err
+	}
+	return statAll(names, stat), nil
+}
+
+// knownNames returns the names of d as remembered, if they are not older than
+// statCacheTTL, and those of them to look up (events named them since).
+func (c *statCache) knownNames(d *dirStats, now time.Duration) (names, check []string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d.list == nil || now-d.listAt >= statCacheTTL || c.byWd[d.wd] != d {
+		return nil, nil, false
+	}
+	names = make([]string, 0, len(d.list))
+	for n, there := range d.list {
+		names = append(names, n)
+		if !there {
+			check = append(check, n)
+		}
+	}
+	c.nameHits.Add(1)
+	return names, check, true
+}
+
+// lookedUp records what looking up the names check of d found (gone: not there), unless
+// events were applied since generation gen (they may have named them again).
+func (c *statCache) lookedUp(d *dirStats, gen uint64, check []string, gone map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen || c.byWd[d.wd] != d || d.list == nil {
+		return
+	}
+	for _, n := range check {
+		if _, ok := d.list[n]; !ok {
+			continue
+		}
+		if gone[n] {
+			delete(d.list, n)
+			c.n--
+		} else {
+			d.list[n] = true
+		}
+	}
+}
+
+// rememberNames keeps names, read from d's directory after the events of generation gen
+// were applied, unless events were applied since (their changes may be newer than the
+// read, and they were applied to no names).
+func (c *statCache) rememberNames(d *dirStats, gen uint64, names []string, now time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen || c.byWd[d.wd] != d || c.n-len(d.list)+len(names) > statCacheMax {
+		return
+	}
+	c.n += len(names) - len(d.list)
+	d.list = make(map[string]bool, len(names))
+	for _, n := range names {
+		d.list[n] = true
+	}
+	d.listAt = now
 }
 
 // dir applies the queued events and returns the entries remembered of the directory open
@@ -235,6 +339,7 @@ func (c *statCache) apply() {
 						delete(d.names, string(name))
 						c.n--
 					}
+					c.markName(d, string(name), ev.Mask)
 				}
 			}
 		}
@@ -244,12 +349,29 @@ func (c *statCache) apply() {
 	}
 }
 
+// markName marks name to be looked up at d's next listing when the event (mask) may have
+// added or taken it away, if d's names are known.
+func (c *statCache) markName(d *dirStats, name string, mask uint32) {
+	if d.list == nil || mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) == 0 {
+		return
+	}
+	if _, ok := d.list[name]; !ok {
+		if c.n >= statCacheMax {
+			c.n -= len(d.list)
+			d.list = nil // read again at the next listing
+			return
+		}
+		c.n++
+	}
+	d.list[name] = false
+}
+
 // drop forgets a directory (nil: none).
 func (c *statCache) drop(d *dirStats) {
 	if d == nil {
 		return
 	}
-	c.n -= len(d.names)
+	c.n -= len(d.names) + len(d.list)
 	delete(c.byWd, d.wd)
 	if c.byIno[d.id] == d {
 		delete(c.byIno, d.id)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,6 +183,30 @@ func TestStatCacheFollowsChangesFromOutside(t *testing.T) {
 			// never remembered.
 			appendTo(t, filepath.Join(outside, "link"), "through the other name\n")
 		}},
+		{"exchange", func(t *testing.T, dir, outside string) {
+			must(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, "a.md"), unix.AT_FDCWD, filepath.Join(dir, "sub"), unix.RENAME_EXCHANGE))
+		}},
+		{"exchange across directories", func(t *testing.T, dir, outside string) {
+			must(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, "b.md"), unix.AT_FDCWD, filepath.Join(dir, "sub", "c.md"), unix.RENAME_EXCHANGE))
+		}},
+		{"hard link in", func(t *testing.T, dir, outside string) {
+			must(t, os.WriteFile(filepath.Join(outside, "elsewhere"), []byte("linked in\n"), 0o600))
+			must(t, os.Link(filepath.Join(outside, "elsewhere"), filepath.Join(dir, "sub", "in.md")))
+		}},
+		{"fifo", func(t *testing.T, dir, outside string) { must(t, unix.Mkfifo(filepath.Join(dir, "pipe"), 0o600)) }},
+		{"create and remove", func(t *testing.T, dir, outside string) {
+			must(t, os.WriteFile(filepath.Join(dir, "brief.md"), nil, 0o600))
+			must(t, os.Remove(filepath.Join(dir, "brief.md")))
+		}},
+		{"remove and create again as a directory", func(t *testing.T, dir, outside string) {
+			must(t, os.Remove(filepath.Join(dir, "b.md")))
+			must(t, os.Mkdir(filepath.Join(dir, "b.md"), 0o700))
+		}},
+		{"rename away and back", func(t *testing.T, dir, outside string) {
+			must(t, os.Rename(filepath.Join(dir, "a.md"), filepath.Join(dir, "z.md")))
+			must(t, os.Rename(filepath.Join(dir, "z.md"), filepath.Join(dir, "a.md")))
+			must(t, os.Rename(filepath.Join(dir, "b.md"), filepath.Join(dir, "y.md")))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, outside := filepath.Join(t.TempDir(), "store"), t.TempDir()
@@ -196,11 +221,14 @@ func TestStatCacheFollowsChangesFromOutside(t *testing.T) {
 			if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
 				t.Fatalf("first listing:\n got %v\nwant %v", got, want)
 			}
-			before := c.hits.Load()
+			before, namesBefore := c.hits.Load(), c.nameHits.Load()
 			listAll(t, osfs)
 			// a.md, b.md, sub and sub/c.md: linked.md has two links.
 			if hits := c.hits.Load() - before; hits != 4 {
 				t.Fatalf("an unchanged store's listing took %d entries from the cache, want 4", hits)
+			}
+			if hits := c.nameHits.Load() - namesBefore; hits != 2 {
+				t.Fatalf("an unchanged store's listing took the names of %d directories from the cache, want 2", hits)
 			}
 			tc.change(t, dir, outside)
 			if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
@@ -337,8 +365,8 @@ func TestStatCacheKeepsNoStatusReadAcrossEvents(t *testing.T) {
 		c.dir(fd, dev)
 		return e, ok, keep
 	}
-	c.entries(fd, dev, []string{"a.md"}, racing)
-	got := c.entries(fd, dev, []string{"a.md"}, stat)
+	c.entries(fd, dev, namesOf("a.md"), racing)
+	got, _ := c.entries(fd, dev, namesOf("a.md"), stat)
 	if len(got) != 1 || got[0].Size != int64(len("alpha\nmore\n")) {
 		t.Fatalf("listing after the race: %+v, want a.md of %d bytes", got, len("alpha\nmore\n"))
 	}
@@ -354,9 +382,152 @@ func TestStatCacheLeavesOutEntriesGone(t *testing.T) {
 		return Entry{Name: n, Kind: KindFile, Size: 6}, true, true
 	}
 	for _, cache := range []*statCache{c, nil} {
-		got := cache.entries(fd, dev, []string{"a.md", "gone.md"}, stat)
+		got, _ := cache.entries(fd, dev, namesOf("a.md", "gone.md"), stat)
 		if len(got) != 1 || got[0].Name != "a.md" {
 			t.Fatalf("cache %v: %+v, want a.md alone", cache != nil, got)
 		}
+	}
+}
+
+// namesOf is a readNames that gives names.
+func namesOf(names ...string) func() ([]string, error) {
+	return func() ([]string, error) { return names, nil }
+}
+
+// Names read while another listing applies events are not remembered: those events were
+// applied to no names, and their changes may be newer than the read.
+func TestStatCacheKeepsNoNamesReadAcrossEvents(t *testing.T) {
+	dir, c, dev, fd := oneFileStore(t)
+	stat := func(n string) (Entry, bool, bool) {
+		var st unix.Stat_t
+		if err := statAtNoTimes(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
+			return Entry{Name: n}, false, false
+		}
+		return Entry{Name: n, Kind: KindFile, Size: st.Size}, true, true
+	}
+	racing := func() ([]string, error) {
+		names := []string{"a.md"}
+		// Between reading the names and remembering them: a file is created, and
+		// another listing applies its event.
+		must(t, os.WriteFile(filepath.Join(dir, "new.md"), nil, 0o600))
+		c.dir(fd, dev)
+		return names, nil
+	}
+	c.entries(fd, dev, racing, stat)
+	got, err := c.entries(fd, dev, func() ([]string, error) {
+		d, err := os.Open(dir)
+		must(t, err)
+		defer d.Close()
+		return d.Readdirnames(-1)
+	}, stat)
+	must(t, err)
+	if got = sorted(got); len(got) != 2 || got[0].Name != "a.md" || got[1].Name != "new.md" {
+		t.Fatalf("listing after the race: %+v, want a.md and new.md", got)
+	}
+}
+
+// Names are not remembered for longer than statCacheTTL either: a change inotify did not
+// report (here: a name taken from the cache behind its back) shows once they are older.
+func TestStatCacheForgetsNamesAfterTTL(t *testing.T) {
+	was := statCacheTTL
+	statCacheTTL = 100 * time.Millisecond
+	t.Cleanup(func() { statCacheTTL = was })
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
+	osfs := cachedOSFs(t, dir)
+	c, _ := osfs.statCache()
+	listAll(t, osfs)
+	c.mu.Lock()
+	for _, d := range c.byWd {
+		delete(d.list, "a.md")
+	}
+	c.mu.Unlock()
+	if got := listAll(t, osfs); len(got) != 0 {
+		t.Fatalf("the name taken from the cache is listed (%v): the test does not see the cache", got)
+	}
+	time.Sleep(statCacheTTL + 10*time.Millisecond)
+	if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the TTL:\n got %v\nwant %v", got, want)
+	}
+}
+
+// Listings running while another program creates, renames and removes files list, once it
+// stops, the names the directories have.
+func TestStatCacheNamesWithConcurrentChanges(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o700))
+	osfs := cachedOSFs(t, dir)
+	for round := 0; round < 20; round++ {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			defer close(stop)
+			for i := 0; i < 100; i++ {
+				a := filepath.Join(dir, fmt.Sprintf("f%d.md", (round*7+i)%13))
+				b := filepath.Join(dir, "sub", fmt.Sprintf("g%d.md", (round*5+i)%11))
+				switch i % 4 {
+				case 0:
+					os.WriteFile(a, []byte("x"), 0o600)
+				case 1:
+					os.Rename(a, b)
+				case 2:
+					os.Remove(b)
+				case 3:
+					os.WriteFile(b, nil, 0o600)
+					unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+				}
+			}
+		}()
+		for range 2 {
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						listAll(t, osfs)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d, after the changes stopped:\n got %v\nwant %v", round, got, want)
+		}
+	}
+}
+
+// A bookkeeping file is reported by its name alone (no status read), so a name an event
+// named since the last listing is looked up: one removed is not reported.
+func TestStatCacheLooksUpNamesEventsNamed(t *testing.T) {
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, tmpPrefix+"0123456789abcdef")
+	must(t, os.WriteFile(tmp, nil, 0o600))
+	osfs := cachedOSFs(t, dir)
+	c, _ := osfs.statCache()
+	names := func() []string {
+		d, err := osfs.OpenDir("/")
+		must(t, err)
+		defer d.Close()
+		entries, err := d.Entries()
+		must(t, err)
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	names()
+	must(t, os.Remove(tmp))
+	before := c.nameHits.Load()
+	if got := names(); slices.Contains(got, filepath.Base(tmp)) {
+		t.Fatalf("names after the removal: %v", got)
+	}
+	if c.nameHits.Load() == before {
+		t.Fatal("the names did not come from the cache: the test does not see it")
 	}
 }
