@@ -13,6 +13,12 @@
 //
 // BEFORE, another build of memory-mcp (an earlier commit, say), adds its os backend to the
 // turns, right after this build's: a before-and-after measured in the same rounds.
+//
+// SBS_SETTLE=SECONDS waits that long after the sync before each server's run. On ext4
+// without a journal every file creation skips the inodes freed in the last minute after
+// they were written back (fs/ext4/ialloc.c, recently_deleted), so a run otherwise pays for
+// the inodes the run before it freed (server-filesystem frees one per edit); 65 lets them
+// age out, at a minute more per run.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,6 +30,7 @@ if (!modules || !binary) {
   process.exit(2);
 }
 const runs = Number(runsArg ?? 6), rounds = Number(roundsArg ?? 300);
+const settle = Number(process.env.SBS_SETTLE ?? 0);
 const sdk = (p) => import(path.join(modules, '@modelcontextprotocol/sdk/dist/esm', p));
 const { Client } = await sdk('client/index.js');
 const { StdioClientTransport } = await sdk('client/stdio.js');
@@ -78,6 +85,7 @@ async function measure(name) {
   // run, and (on ext4 without a journal) each file created in the next six minutes would
   // scan past the inodes it freed (in the next minute still, once they are written back).
   execFileSync('sync');
+  if (settle > 0) await new Promise((resolve) => setTimeout(resolve, settle * 1000));
   const dir = mkdtempSync(path.join(tmpdir(), 'sbs-'));
   const s = servers[name];
   const transport = new StdioClientTransport({ ...s.start(dir), env: { ...process.env, XDG_DATA_HOME: dir }, stderr: 'ignore' });
