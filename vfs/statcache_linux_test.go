@@ -238,12 +238,17 @@ func TestStatCacheFollowsChangesFromOutside(t *testing.T) {
 	}
 }
 
-// The one change inotify misses (a write through a hard link made after the listing from
-// a directory not watched) shows once the entry is older than statCacheTTL.
-func TestStatCacheForgetsAfterTTL(t *testing.T) {
+// shortTTL makes statCacheTTL 100 ms for the test.
+func shortTTL(t *testing.T) {
 	was := statCacheTTL
 	statCacheTTL = 100 * time.Millisecond
 	t.Cleanup(func() { statCacheTTL = was })
+}
+
+// The one change inotify misses (a write through a hard link made after the listing from
+// a directory not watched) shows once the entry is older than statCacheTTL.
+func TestStatCacheForgetsAfterTTL(t *testing.T) {
+	shortTTL(t)
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
 	osfs := cachedOSFs(t, dir)
@@ -297,6 +302,23 @@ func TestStatCacheWithConcurrentWriter(t *testing.T) {
 	for _, name := range names {
 		must(t, os.WriteFile(filepath.Join(dir, name), nil, 0o600))
 	}
+	raceListings(t, dir, func(round int) {
+		for i := 0; i < 200; i++ {
+			f, err := os.OpenFile(filepath.Join(dir, names[(round+i)%len(names)]), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			f.WriteString("x")
+			f.Close()
+		}
+	})
+}
+
+// raceListings runs change(round) 20 times, each while two goroutines list the store at dir
+// over and over, and holds the listing after each to the host's.
+func raceListings(t *testing.T, dir string, change func(round int)) {
+	t.Helper()
 	osfs := cachedOSFs(t, dir)
 	for round := 0; round < 20; round++ {
 		stop := make(chan struct{})
@@ -304,16 +326,8 @@ func TestStatCacheWithConcurrentWriter(t *testing.T) {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 200; i++ {
-				f, err := os.OpenFile(filepath.Join(dir, names[(round+i)%len(names)]), os.O_WRONLY|os.O_APPEND, 0)
-				if err != nil {
-					t.Error(err)
-					break
-				}
-				f.WriteString("x")
-				f.Close()
-			}
-			close(stop)
+			defer close(stop)
+			change(round)
 		}()
 		for range 2 {
 			go func() {
@@ -330,7 +344,7 @@ func TestStatCacheWithConcurrentWriter(t *testing.T) {
 		}
 		wg.Wait()
 		if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
-			t.Fatalf("round %d, after the writer stopped:\n got %v\nwant %v", round, got, want)
+			t.Fatalf("round %d, after the changes stopped:\n got %v\nwant %v", round, got, want)
 		}
 	}
 }
@@ -389,6 +403,27 @@ func TestStatCacheLeavesOutEntriesGone(t *testing.T) {
 	}
 }
 
+// statFileIn is a statFunc for the regular files of the directory open as fd.
+func statFileIn(fd int) statFunc {
+	return func(n string) (Entry, bool, bool) {
+		var st unix.Stat_t
+		if err := statAtNoTimes(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
+			return Entry{Name: n}, false, false
+		}
+		return Entry{Name: n, Kind: KindFile, Size: st.Size}, true, true
+	}
+}
+
+// namesIn is a readNames that reads the directory dir.
+func namesIn(t *testing.T, dir string) func() ([]string, error) {
+	return func() ([]string, error) {
+		d, err := os.Open(dir)
+		must(t, err)
+		defer d.Close()
+		return d.Readdirnames(-1)
+	}
+}
+
 // namesOf is a readNames that gives names.
 func namesOf(names ...string) func() ([]string, error) {
 	return func() ([]string, error) { return names, nil }
@@ -398,13 +433,7 @@ func namesOf(names ...string) func() ([]string, error) {
 // applied to no names, and their changes may be newer than the read.
 func TestStatCacheKeepsNoNamesReadAcrossEvents(t *testing.T) {
 	dir, c, dev, fd := oneFileStore(t)
-	stat := func(n string) (Entry, bool, bool) {
-		var st unix.Stat_t
-		if err := statAtNoTimes(fd, n, unix.AT_SYMLINK_NOFOLLOW, &st); err != nil {
-			return Entry{Name: n}, false, false
-		}
-		return Entry{Name: n, Kind: KindFile, Size: st.Size}, true, true
-	}
+	stat := statFileIn(fd)
 	racing := func() ([]string, error) {
 		names := []string{"a.md"}
 		// Between reading the names and remembering them: a file is created, and
@@ -414,12 +443,7 @@ func TestStatCacheKeepsNoNamesReadAcrossEvents(t *testing.T) {
 		return names, nil
 	}
 	c.entries(fd, dev, racing, stat)
-	got, err := c.entries(fd, dev, func() ([]string, error) {
-		d, err := os.Open(dir)
-		must(t, err)
-		defer d.Close()
-		return d.Readdirnames(-1)
-	}, stat)
+	got, err := c.entries(fd, dev, namesIn(t, dir), stat)
 	must(t, err)
 	if got = sorted(got); len(got) != 2 || got[0].Name != "a.md" || got[1].Name != "new.md" {
 		t.Fatalf("listing after the race: %+v, want a.md and new.md", got)
@@ -429,9 +453,7 @@ func TestStatCacheKeepsNoNamesReadAcrossEvents(t *testing.T) {
 // Names are not remembered for longer than statCacheTTL either: a change inotify did not
 // report (here: a name taken from the cache behind its back) shows once they are older.
 func TestStatCacheForgetsNamesAfterTTL(t *testing.T) {
-	was := statCacheTTL
-	statCacheTTL = 100 * time.Millisecond
-	t.Cleanup(func() { statCacheTTL = was })
+	shortTTL(t)
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("alpha\n"), 0o600))
 	osfs := cachedOSFs(t, dir)
@@ -456,48 +478,23 @@ func TestStatCacheForgetsNamesAfterTTL(t *testing.T) {
 func TestStatCacheNamesWithConcurrentChanges(t *testing.T) {
 	dir := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o700))
-	osfs := cachedOSFs(t, dir)
-	for round := 0; round < 20; round++ {
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(3)
-		go func() {
-			defer wg.Done()
-			defer close(stop)
-			for i := 0; i < 100; i++ {
-				a := filepath.Join(dir, fmt.Sprintf("f%d.md", (round*7+i)%13))
-				b := filepath.Join(dir, "sub", fmt.Sprintf("g%d.md", (round*5+i)%11))
-				switch i % 4 {
-				case 0:
-					os.WriteFile(a, []byte("x"), 0o600)
-				case 1:
-					os.Rename(a, b)
-				case 2:
-					os.Remove(b)
-				case 3:
-					os.WriteFile(b, nil, 0o600)
-					unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
-				}
+	raceListings(t, dir, func(round int) {
+		for i := 0; i < 100; i++ {
+			a := filepath.Join(dir, fmt.Sprintf("f%d.md", (round*7+i)%13))
+			b := filepath.Join(dir, "sub", fmt.Sprintf("g%d.md", (round*5+i)%11))
+			switch i % 4 {
+			case 0:
+				os.WriteFile(a, []byte("x"), 0o600)
+			case 1:
+				os.Rename(a, b)
+			case 2:
+				os.Remove(b)
+			case 3:
+				os.WriteFile(b, nil, 0o600)
+				unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 			}
-		}()
-		for range 2 {
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-						listAll(t, osfs)
-					}
-				}
-			}()
 		}
-		wg.Wait()
-		if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
-			t.Fatalf("round %d, after the changes stopped:\n got %v\nwant %v", round, got, want)
-		}
-	}
+	})
 }
 
 // A bookkeeping file is reported by its name alone (no status read), so a name an event
@@ -529,5 +526,29 @@ func TestStatCacheLooksUpNamesEventsNamed(t *testing.T) {
 	}
 	if c.nameHits.Load() == before {
 		t.Fatal("the names did not come from the cache: the test does not see it")
+	}
+}
+
+// What a listing's look-up found is not recorded when events were applied meanwhile: they
+// may name the name again.
+func TestStatCacheKeepsNoLookUpAcrossEvents(t *testing.T) {
+	dir, c, dev, fd := oneFileStore(t)
+	stat := statFileIn(fd)
+	c.entries(fd, dev, namesIn(t, dir), stat)
+	must(t, os.Remove(filepath.Join(dir, "a.md")))
+	// A listing applies the removal's event and looks a.md up: gone.
+	d, gen := c.dir(fd, dev)
+	_, check, ok := c.knownNames(d, time.Since(c.start))
+	if !ok || !slices.Contains(check, "a.md") {
+		t.Fatalf("names known %v, to look up %v: want a.md to look up", ok, check)
+	}
+	// Before it records that, a.md is made again and another listing applies the event.
+	must(t, os.WriteFile(filepath.Join(dir, "a.md"), []byte("again\n"), 0o600))
+	c.dir(fd, dev)
+	c.lookedUp(d, gen, check, map[string]bool{"a.md": true})
+	got, err := c.entries(fd, dev, namesIn(t, dir), stat)
+	must(t, err)
+	if !slices.ContainsFunc(got, func(e Entry) bool { return e.Name == "a.md" }) {
+		t.Fatalf("listing after the race: %+v, want a.md", got)
 	}
 }
