@@ -105,15 +105,20 @@ func (d namedDir) Close() {}
 // when a statCache may remember it (see statCache).
 type statFunc func(name string) (e Entry, ok, cacheable bool)
 
-// statAll describes every name through stat, in order, leaving out the ones gone.
-func statAll(names []string, stat statFunc) []Entry {
+// statNames is a listing without a cache: the names readNames gives, each described
+// through stat, in order, leaving out the ones gone.
+func statNames(readNames func() ([]string, error), stat statFunc) ([]Entry, error) {
+	names, err := readNames()
+	if err != nil {
+		return nil, err
+	}
 	entries := make([]Entry, 0, len(names))
 	for _, n := range names {
 		if e, ok, _ := stat(n); ok {
 			entries = append(entries, e)
 		}
 	}
-	return entries
+	return entries, nil
 }
 
 // sorted drops the bookkeeping files and sorts by name in byte order.

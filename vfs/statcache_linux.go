@@ -212,15 +212,6 @@ func (c *statCache) entries(fd int, dev uint64, readNames func() ([]string, erro
 	return slices.DeleteFunc(out, func(e Entry) bool { return e.Name == "" }), nil
 }
 
-// statNames is a listing without the cache.
-func statNames(readNames func() ([]string, error), stat statFunc) ([]Entry, error) {
-	names, err := readNames()
-	if err != nil {
-		return nil, err
-	}
-	return statAll(names, stat), nil
-}
-
 // knownNames returns the names of d as remembered, if they are not older than
 // statCacheTTL, and those of them to look up (events named them since).
 func (c *statCache) knownNames(d *dirStats, now time.Duration) (names, check []string, ok bool) {
@@ -245,11 +236,11 @@ func (c *statCache) knownNames(d *dirStats, now time.Duration) (names, check []s
 func (c *statCache) lookedUp(d *dirStats, gen uint64, check []string, gone map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != gen || c.byWd[d.wd] != d || d.list == nil {
+	if c.gen != gen || c.byWd[d.wd] != d {
 		return
 	}
 	for _, n := range check {
-		if _, ok := d.list[n]; !ok {
+		if _, ok := d.list[n]; !ok { // a nil list too
 			continue
 		}
 		if gone[n] {

@@ -8,9 +8,5 @@ type statCache struct{}
 func (f *OSFs) statCache() (*statCache, uint64) { return nil, 0 }
 
 func (c *statCache) entries(_ int, _ uint64, readNames func() ([]string, error), stat statFunc) ([]Entry, error) {
-	names, err := readNames()
-	if err != nil {
-		return nil, err
-	}
-	return statAll(names, stat), nil
+	return statNames(readNames, stat)
 }
