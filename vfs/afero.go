@@ -346,7 +346,7 @@ func (tx *aferoTx) end(failed bool) error {
 		s.shareUsage()
 	}
 	if tx.hist != nil {
-		tx.hist.closeLog()
+		tx.hist.closeLog(false)
 	}
 	full := tx.flushAccess()
 	if s.walOn() {

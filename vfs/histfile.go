@@ -114,14 +114,22 @@ type historyTx struct {
 	kept    []walContent // contents Keep wrote since the last Record, for its log record
 	wrote   bool         // something was appended: pruning may be due at commit
 	log     afero.File   // the log, as the transaction's first append opened it (see appendLines)
+	logKept bool         // log is the write-ahead log's kept descriptor (see keptFile)
 }
 
-// closeLog closes the log's descriptor that the transaction's appends share.
-func (ht *historyTx) closeLog() {
-	if ht.log != nil {
-		ht.log.Close()
-		ht.log = nil
+// closeLog closes the log's descriptor that the transaction's appends share; with drop,
+// one kept for the next changes too (see keptFile), which opens the log again.
+func (ht *historyTx) closeLog(drop bool) {
+	if ht.log == nil {
+		return
 	}
+	switch {
+	case !ht.logKept:
+		ht.log.Close()
+	case drop:
+		ht.tx.s.history.wal.log.drop()
+	}
+	ht.log, ht.logKept = nil, false
 }
 
 func (ht *historyTx) Seq() uint64 { return ht.seq }
@@ -355,20 +363,29 @@ func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (e
 	defer func() {
 		if err != nil {
 			h.loaded = false
-			ht.closeLog()
+			ht.closeLog(true)
 		}
 	}()
 	newFile := false
 	if ht.log == nil {
-		f, err := ht.openBookkeeping(h, historyLogName, os.O_WRONLY|os.O_APPEND)
-		if err != nil {
-			return err
+		var f afero.File
+		var fi os.FileInfo
+		if h.wal != nil {
+			f, fi, _, err = h.wal.log.use(ht, h, historyLogName, os.O_WRONLY|os.O_APPEND)
+			if err != nil {
+				return err
+			}
+			ht.logKept = true
+		} else {
+			if f, err = ht.openBookkeeping(h, historyLogName, os.O_WRONLY|os.O_APPEND); err != nil {
+				return err
+			}
+			if fi, err = f.Stat(); err != nil {
+				f.Close()
+				return err
+			}
 		}
 		ht.log = f
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
 		newFile = fi.Size() == 0
 	}
 	var buf bytes.Buffer
@@ -670,7 +687,7 @@ func (ht *historyTx) rewrite(h *fileHistory, vs []Version) error {
 
 // rewriteLog is rewrite without the checkpoint.
 func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
-	ht.closeLog() // the log is replaced
+	ht.closeLog(true) // the log is replaced
 	if err := ht.makeDirs(h); err != nil {
 		return err
 	}

@@ -142,6 +142,58 @@ type walState struct {
 	size  int64  // the log's size, zeros past end
 	cycle string // the header's Cycle
 	torn  bool   // the byte before end is not a newline
+
+	// The descriptors changes write through, kept from one change to the next (only
+	// touched under the store's exclusive lock, or by close).
+	rec keptFile // this log
+	log keptFile // the history's log (historyLogName)
+}
+
+// keptFile is a bookkeeping file of the history kept open from one change to the next
+// while the write-ahead log runs: a change then reads the status of each file it writes
+// (to see that it still has its name) rather than opening the history's directory and
+// the file, reading its status and closing both, six system calls of the thirty-odd of
+// a small change.
+//
+// A descriptor is dropped, and the file opened again by its name, when the storage
+// directory was replaced (Reopened), or when the file lost its last name: the history's
+// directory removed by hand (and made again by the next change), the history's log
+// replaced by a rewrite (ours or another process's; the write-ahead log itself is only
+// ever emptied in place). A history directory moved away by hand, rather than removed,
+// keeps its files' names: changes then go on writing there until the process stops, as
+// the flushing writer's descriptor (walState.file) always did.
+type keptFile struct {
+	f    afero.File
+	root uint64 // the storage directory's Reopened count when f was opened
+}
+
+// use returns the kept descriptor of the history's file name, or one opened anew (with
+// flag, creating the file) as keptFile says; fresh reports that, fi is the file's status.
+func (k *keptFile) use(ht *historyTx, h *fileHistory, name string, flag int) (f afero.File, fi os.FileInfo, fresh bool, err error) {
+	root := h.wal.fs.Reopened() // read first: a replacement meanwhile opens the file again
+	if k.f != nil && k.root == root {
+		if fi, err = k.f.Stat(); err == nil && !unlinked(fi) {
+			return k.f, fi, false, nil
+		}
+	}
+	k.drop()
+	if f, err = ht.openBookkeeping(h, name, flag); err != nil {
+		return nil, nil, false, err
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, nil, false, err
+	}
+	k.f, k.root = f, root
+	return f, fi, true, nil
+}
+
+// drop closes the kept descriptor, if any.
+func (k *keptFile) drop() {
+	if k.f != nil {
+		k.f.Close()
+		k.f = nil
+	}
 }
 
 func newWALState(d durableFS) *walState {
@@ -244,6 +296,8 @@ func (w *walState) close() {
 		w.file.Close()
 		w.file = nil
 	}
+	w.rec.drop()
+	w.log.drop()
 }
 
 // walAppend appends one line to the log, not flushed unless now is set: the transaction
@@ -251,14 +305,20 @@ func (w *walState) close() {
 // after a checkpoint is flushed at once with the log's header, which recovery needs
 // before any change it covers touches the files (see the top of this file); from is the
 // last group that checkpoint covered.
-func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bool) error {
+func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bool) (err error) {
 	w := h.wal
-	f, err := ht.openBookkeeping(h, walName, os.O_RDWR)
+	f, _, fresh, err := w.rec.use(ht, h, walName, os.O_RDWR)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if w.end < 0 || ht.tx.external {
+	defer func() {
+		if err != nil {
+			w.rec.drop() // opened anew by the next change
+		}
+	}()
+	// A log opened anew may be another file than the one end and size describe: one made
+	// again after the history's directory was removed by hand.
+	if w.end < 0 || ht.tx.external || fresh {
 		if err := w.locate(f); err != nil {
 			w.end = -1
 			return err

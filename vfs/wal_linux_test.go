@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,8 +98,88 @@ func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 				if ino, links := kept(); ino != st.Ino || links == 0 {
 					t.Errorf("the flushing writer holds inode %d (%d links), the log is inode %d", ino, links, st.Ino)
 				}
+				// The changes after the replacement wrote their records where recovery reads
+				// them (from the start of the log at its name), and their versions to the
+				// history's log at its name: not through descriptors of the files replaced.
+				if got := walPaths(t, dir); !slices.Contains(got, "/memories/c.md") || !slices.Contains(got, "/memories/d.md") {
+					t.Errorf("the log at its name holds records of %q; want c.md and d.md among them", got)
+				}
+				if log, err := os.ReadFile(filepath.Join(dir, historyLogName)); err != nil || !strings.Contains(string(log), "/memories/d.md") {
+					t.Errorf("the history's log holds no version of d.md (%v): %s", err, log)
+				}
 			})
 		}
+	}
+}
+
+// walPaths returns the paths of the versions in the records of the write-ahead log at its
+// name in dir, read as recovery reads them.
+func walPaths(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, walName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, r := range scanWAL(data).records {
+		for _, v := range r.V {
+			paths = append(paths, v.Path)
+		}
+	}
+	return paths
+}
+
+// Changes write the two logs through descriptors kept from one change to the next (see
+// keptFile); a history's log replaced by a rewrite in another process is opened again by
+// its name, and the next change's version goes there.
+func TestWALKeepsItsDescriptors(t *testing.T) {
+	needWAL(t)
+	dir := filepath.Join(t.TempDir(), "m")
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := s.st.(*AferoStorage).history.wal
+	ctx := context.Background()
+	create := func(p string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(p)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("/memories/a.md")
+	rec, log := w.rec.f, w.log.f
+	if rec == nil || log == nil {
+		t.Fatalf("after a change the descriptors kept are %v and %v", rec, log)
+	}
+	create("/memories/b.md")
+	create("/memories/c.md")
+	if w.rec.f != rec || w.log.f != log {
+		t.Errorf("the next changes opened the logs again")
+	}
+
+	// Another process rewrites the history's log: a new file renamed over the old.
+	logPath := filepath.Join(dir, historyLogName)
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(logPath+".new", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(logPath+".new", logPath); err != nil {
+		t.Fatal(err)
+	}
+	create("/memories/d.md")
+	if data, err := os.ReadFile(logPath); err != nil || !strings.Contains(string(data), "/memories/d.md") {
+		t.Errorf("the history's log at its name holds no version of d.md (%v)", err)
+	}
+	if w.rec.f != rec {
+		t.Errorf("the write-ahead log, not replaced, was opened again")
+	}
+	if got := walPaths(t, dir); !slices.Contains(got, "/memories/d.md") {
+		t.Errorf("the write-ahead log holds records of %q; want d.md among them", got)
 	}
 }
 
