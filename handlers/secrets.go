@@ -78,11 +78,12 @@ type compiledRule struct {
 // one pass.
 type compiledRules struct {
 	rules []compiledRule
-	// bigrams has a bit set for the first two bytes of every keyword: the scan looks at
-	// each position's two bytes, and only where the bit is set at the keywords starting
-	// with them (byBigram). Ordinary text rarely sets one, so a mebibyte costs one pass
-	// of table lookups (well under a millisecond) rather than one search per keyword.
-	bigrams  [1 << 16 / 64]uint64
+	// bigrams is true for the first two bytes of every keyword: the scan looks at each
+	// position's two bytes, and only where the entry is true at the keywords starting with
+	// them (byBigram). Ordinary text rarely meets one, so a mebibyte costs one pass of
+	// table lookups (about half a millisecond) rather than one search per keyword. A byte
+	// per entry (64 KiB) is faster than a bit: no shift and mask per position.
+	bigrams  [1 << 16]bool
 	byBigram map[uint16][]ruleKeyword
 }
 
@@ -104,8 +105,8 @@ var secretRules = sync.OnceValue(func() *compiledRules {
 			if len(k) < 2 {
 				panic("secret rules: a keyword needs two bytes at least: " + k)
 			}
-			b := uint16(k[0])<<8 | uint16(k[1])
-			c.bigrams[b>>6] |= 1 << (b & 63)
+			b := pair(k[0], k[1])
+			c.bigrams[b] = true
 			c.byBigram[b] = append(c.byBigram[b], ruleKeyword{k, i})
 		}
 	}
@@ -113,17 +114,42 @@ var secretRules = sync.OnceValue(func() *compiledRules {
 })
 
 // keywordHits returns the rules (bit i for rule i) one of whose keywords occurs in text.
+// It looks at eight positions at a time, whose eight lookups, independent of each other,
+// keep the processor busier than one position per turn of a loop: 0.46–0.52 against
+// 0.88–0.91 ms per MiB of ordinary text on this project's 2-core test machine (a bit
+// table, one position per turn).
 func (c *compiledRules) keywordHits(text []byte) uint64 {
 	var hits uint64
-	for i := 0; i+1 < len(text); i++ {
-		b := uint16(text[i])<<8 | uint16(text[i+1])
-		if c.bigrams[b>>6]&(1<<(b&63)) == 0 {
-			continue
-		}
-		for _, k := range c.byBigram[b] {
-			if hits&(1<<k.rule) == 0 && bytes.HasPrefix(text[i:], []byte(k.text)) {
-				hits |= 1 << k.rule
+	t := &c.bigrams
+	i := 0
+	for ; i+9 <= len(text); i += 8 {
+		p := text[i : i+9 : i+9]
+		if t[pair(p[0], p[1])] || t[pair(p[1], p[2])] || t[pair(p[2], p[3])] || t[pair(p[3], p[4])] ||
+			t[pair(p[4], p[5])] || t[pair(p[5], p[6])] || t[pair(p[6], p[7])] || t[pair(p[7], p[8])] {
+			for j := i; j < i+8; j++ {
+				hits = c.startingAt(text, j, hits)
 			}
+		}
+	}
+	for ; i+1 < len(text); i++ {
+		hits = c.startingAt(text, i, hits)
+	}
+	return hits
+}
+
+// pair is the bigrams index of the bytes x, y.
+func pair(x, y byte) uint16 { return uint16(x)<<8 | uint16(y) }
+
+// startingAt adds to hits the rules of the keywords that occur at text[i:] (i+1 is in
+// text).
+func (c *compiledRules) startingAt(text []byte, i int, hits uint64) uint64 {
+	b := pair(text[i], text[i+1])
+	if !c.bigrams[b] {
+		return hits
+	}
+	for _, k := range c.byBigram[b] {
+		if hits&(1<<k.rule) == 0 && bytes.HasPrefix(text[i:], []byte(k.text)) {
+			hits |= 1 << k.rule
 		}
 	}
 	return hits
