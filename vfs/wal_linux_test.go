@@ -47,20 +47,7 @@ func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 	for _, how := range []string{"history-removed", "root-moved-new-made", "root-moved-copy-put-back"} {
 		for _, outside := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/opened-outside-the-lock=%v", how, outside), func(t *testing.T) {
-				dir := filepath.Join(t.TempDir(), "m")
-				s, err := OpenOSStore(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
-				w := s.st.(*AferoStorage).history.wal
-				ctx := context.Background()
-				create := func(p string) {
-					t.Helper()
-					if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte("x")) }); err != nil {
-						t.Fatal(err)
-					}
-				}
+				dir, w, create := openWALStore(t)
 				// kept returns the inode and links of the log the flushing writer holds.
 				kept := func() (ino uint64, links uint64) {
 					t.Helper()
@@ -112,6 +99,25 @@ func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 	}
 }
 
+// openWALStore opens an os store in a new directory for the test, closed when it ends, and
+// returns the directory, the store's write-ahead log and a function that creates a file.
+func openWALStore(t *testing.T) (dir string, w *walState, create func(p string)) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "m")
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	create = func(p string) {
+		t.Helper()
+		if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(p)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, s.st.(*AferoStorage).history.wal, create
+}
+
 // walPaths returns the paths of the versions in the records of the write-ahead log at its
 // name in dir, read as recovery reads them.
 func walPaths(t *testing.T, dir string) []string {
@@ -134,20 +140,7 @@ func walPaths(t *testing.T, dir string) []string {
 // its name, and the next change's version goes there.
 func TestWALKeepsItsDescriptors(t *testing.T) {
 	needWAL(t)
-	dir := filepath.Join(t.TempDir(), "m")
-	s, err := OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w := s.st.(*AferoStorage).history.wal
-	ctx := context.Background()
-	create := func(p string) {
-		t.Helper()
-		if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(p)) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, w, create := openWALStore(t)
 	create("/memories/a.md")
 	rec, log := w.rec.f, w.log.f
 	if rec == nil || log == nil {
