@@ -137,6 +137,11 @@ type walState struct {
 	file     afero.File // the log, as the flushing writer keeps it open between flushes
 	fileRoot uint64     // fs.Reopened() when file was opened
 
+	// reopen tells the flushing writer to open the log by its name again before its next
+	// flush: a change opened it anew, so the descriptor kept may be of another file (one
+	// moved away with the history's directory).
+	reopen atomic.Bool
+
 	// Where records go (only touched under the store's exclusive lock).
 	end   int64  // the next record's offset; -1: unknown (see locate)
 	size  int64  // the log's size, zeros past end
@@ -156,15 +161,16 @@ type walState struct {
 // a small change.
 //
 // A descriptor is dropped, and the file opened again by its name, when the storage
-// directory was replaced (Reopened), or when the file lost its last name: the history's
-// directory removed by hand (and made again by the next change), the history's log
-// replaced by a rewrite (ours or another process's; the write-ahead log itself is only
-// ever emptied in place). A history directory moved away by hand, rather than removed,
-// keeps its files' names: changes then go on writing there until the process stops, as
-// the flushing writer's descriptor (walState.file) always did.
+// directory was replaced (Reopened), when the history's directory at its name is another
+// than the one the file was opened in (moved away by hand, or removed, and made again by
+// the next change), or when the file lost its last name (the history's log replaced by a
+// rewrite, ours or another process's; the write-ahead log itself is only ever emptied in
+// place). That costs a change three status reads (the directory's, once per transaction,
+// and each file's) where opening the files cost eight calls.
 type keptFile struct {
 	f    afero.File
-	root uint64 // the storage directory's Reopened count when f was opened
+	root uint64      // the storage directory's Reopened count when f was opened
+	dir  os.FileInfo // the history directory's status then
 }
 
 // use returns the kept descriptor of the history's file name, or one opened anew (with
@@ -172,19 +178,26 @@ type keptFile struct {
 func (k *keptFile) use(ht *historyTx, h *fileHistory, name string, flag int) (f afero.File, fi os.FileInfo, fresh bool, err error) {
 	root := h.wal.fs.Reopened() // read first: a replacement meanwhile opens the file again
 	if k.f != nil && k.root == root {
-		if fi, err = k.f.Stat(); err == nil && !unlinked(fi) {
-			return k.f, fi, false, nil
+		if dir, err := ht.historyDir(); err == nil && sameFile(dir, k.dir) {
+			if fi, err = k.f.Stat(); err == nil && !unlinked(fi) {
+				return k.f, fi, false, nil
+			}
 		}
 	}
 	k.drop()
 	if f, err = ht.openBookkeeping(h, name, flag); err != nil {
 		return nil, nil, false, err
 	}
-	if fi, err = f.Stat(); err != nil {
+	ht.dirRead = false // the open may have made the directory anew
+	var dir os.FileInfo
+	if fi, err = f.Stat(); err == nil {
+		dir, err = ht.historyDir()
+	}
+	if err != nil {
 		f.Close()
 		return nil, nil, false, err
 	}
-	k.f, k.root = f, root
+	k.f, k.root, k.dir = f, root, dir
 	return f, fi, true, nil
 }
 
@@ -249,9 +262,10 @@ func (w *walState) flushTo(fsys FS, pos uint64) error {
 // descriptor of a log removed since (with the history's directory, made again by the
 // next change) is dropped, and the log at its name flushed instead.
 func (w *walState) flushLog(fsys FS, retry bool) error {
-	if w.file != nil && w.fs.Reopened() != w.fileRoot {
-		// The storage directory was replaced since: the records appended to the log
-		// the descriptor is of are flushed first, then the log in the new one.
+	if reopen := w.reopen.Swap(false); w.file != nil && (reopen || w.fs.Reopened() != w.fileRoot) {
+		// The storage directory was replaced since, or a change opened the log anew: the
+		// records appended to the log the descriptor is of are flushed first, then the
+		// log at its name.
 		err := syncFile(w.file)
 		w.file.Close()
 		w.file = nil
@@ -317,7 +331,11 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 		}
 	}()
 	// A log opened anew may be another file than the one end and size describe: one made
-	// again after the history's directory was removed by hand.
+	// again after the history's directory was removed by hand. The flushing writer's
+	// descriptor may be of the old one.
+	if fresh {
+		w.reopen.Store(true)
+	}
 	if w.end < 0 || ht.tx.external || fresh {
 		if err := w.locate(f); err != nil {
 			w.end = -1

@@ -13,15 +13,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The flushing writer keeps the log open between flushes; when the history's directory is
-// removed by hand and made again by the next change, or the whole storage directory is
-// moved away and another (empty, or a copy) put in its place, it flushes the log now in
-// the storage directory, not the one it still holds.
+// The flushing writer keeps the log open between flushes, and changes keep the two logs
+// open (keptFile); when the history's directory is removed or moved away by hand and made
+// again by the next change, or the whole storage directory is moved away and another
+// (empty, or a copy) put in its place, the next changes write and flush the logs now in
+// the storage directory, not the ones still held.
 func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 	needWAL(t)
 	replace := map[string]func(t *testing.T, dir string){
 		"history-removed": func(t *testing.T, dir string) {
 			if err := os.RemoveAll(filepath.Join(dir, historyDir)); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"history-moved": func(t *testing.T, dir string) {
+			if err := os.Rename(filepath.Join(dir, historyDir), dir+".history-moved"); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -44,7 +50,7 @@ func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 	}
 	// The descriptor is an *os.File when the log was first flushed outside a lock period,
 	// an fdFile when inside one (the first record after a checkpoint).
-	for _, how := range []string{"history-removed", "root-moved-new-made", "root-moved-copy-put-back"} {
+	for _, how := range []string{"history-removed", "history-moved", "root-moved-new-made", "root-moved-copy-put-back"} {
 		for _, outside := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/opened-outside-the-lock=%v", how, outside), func(t *testing.T) {
 				dir, w, create := openWALStore(t)
