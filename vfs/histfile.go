@@ -115,14 +115,14 @@ type historyTx struct {
 	wrote   bool         // something was appended: pruning may be due at commit
 	log     afero.File   // the log, as the transaction's first append opened it (see appendLines)
 	logKept bool         // log is the write-ahead log's kept descriptor (see keptFile)
-	dir     os.FileInfo  // the history directory's status, read once (see historyDir)
+	dir     os.FileInfo  // the history directory's status, read once (see dirStatus)
 	dirErr  error
 	dirRead bool
 }
 
-// historyDir returns the status of the history's directory, read at the transaction's
+// dirStatus returns the status of the history's directory, read at the transaction's
 // first call (see keptFile).
-func (ht *historyTx) historyDir() (os.FileInfo, error) {
+func (ht *historyTx) dirStatus() (os.FileInfo, error) {
 	if !ht.dirRead {
 		ht.dir, _, ht.dirErr = ht.fs().LstatIfPossible(historyDir)
 		ht.dirRead = true

@@ -178,7 +178,7 @@ type keptFile struct {
 func (k *keptFile) use(ht *historyTx, h *fileHistory, name string, flag int) (f afero.File, fi os.FileInfo, fresh bool, err error) {
 	root := h.wal.fs.Reopened() // read first: a replacement meanwhile opens the file again
 	if k.f != nil && k.root == root {
-		if dir, err := ht.historyDir(); err == nil && sameFile(dir, k.dir) {
+		if dir, err := ht.dirStatus(); err == nil && sameFile(dir, k.dir) {
 			if fi, err = k.f.Stat(); err == nil && !unlinked(fi) {
 				return k.f, fi, false, nil
 			}
@@ -191,7 +191,7 @@ func (k *keptFile) use(ht *historyTx, h *fileHistory, name string, flag int) (f 
 	ht.dirRead = false // the open may have made the directory anew
 	var dir os.FileInfo
 	if fi, err = f.Stat(); err == nil {
-		dir, err = ht.historyDir()
+		dir, err = ht.dirStatus()
 	}
 	if err != nil {
 		f.Close()
