@@ -114,7 +114,7 @@ type historyTx struct {
 	kept    []walContent // contents Keep wrote since the last Record, for its log record
 	wrote   bool         // something was appended: pruning may be due at commit
 	log     afero.File   // the log, as the transaction's first append opened it (see appendLines)
-	logKept bool         // log is the write-ahead log's kept descriptor (see keptFile)
+	logKept *keptFile    // what keeps log between changes (nil: closed at the end)
 	dir     os.FileInfo  // the history directory's status, read once (see dirStatus)
 	dirErr  error
 	dirRead bool
@@ -137,12 +137,12 @@ func (ht *historyTx) closeLog(drop bool) {
 		return
 	}
 	switch {
-	case !ht.logKept:
+	case ht.logKept == nil:
 		ht.log.Close()
 	case drop:
-		ht.tx.s.history.wal.log.drop()
+		ht.logKept.drop()
 	}
-	ht.log, ht.logKept = nil, false
+	ht.log, ht.logKept = nil, nil
 }
 
 func (ht *historyTx) Seq() uint64 { return ht.seq }
@@ -388,7 +388,7 @@ func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (e
 			if err != nil {
 				return err
 			}
-			ht.logKept = true
+			ht.logKept = &h.wal.log
 		} else {
 			if f, err = ht.openBookkeeping(h, historyLogName, os.O_WRONLY|os.O_APPEND); err != nil {
 				return err

@@ -155,10 +155,7 @@ type walState struct {
 }
 
 // keptFile is a bookkeeping file of the history kept open from one change to the next
-// while the write-ahead log runs: a change then reads the status of each file it writes
-// (to see that it still has its name) rather than opening the history's directory and
-// the file, reading its status and closing both, six system calls of the thirty-odd of
-// a small change.
+// while the write-ahead log runs, rather than opened and closed by every change.
 //
 // A descriptor is dropped, and the file opened again by its name, when the storage
 // directory was replaced (Reopened), when the history's directory at its name is another
@@ -166,7 +163,8 @@ type walState struct {
 // the next change), or when the file lost its last name (the history's log replaced by a
 // rewrite, ours or another process's; the write-ahead log itself is only ever emptied in
 // place). That costs a change three status reads (the directory's, once per transaction,
-// and each file's) where opening the files cost eight calls.
+// and each file's) where opening the directory and both files, reading the files' status
+// and closing all three cost eight calls.
 type keptFile struct {
 	f    afero.File
 	root uint64      // the storage directory's Reopened count when f was opened
