@@ -29,6 +29,28 @@ func datasync(f *os.File) error {
 	return retryErr(func() error { return unix.Fdatasync(int(f.Fd())) })
 }
 
+// startWriteback starts writing fd's dirty pages in [off, off+n) to the disk and returns
+// without waiting for them: sync_file_range(2) with SYNC_FILE_RANGE_WRITE alone, which
+// makes nothing durable by itself (the flush that follows does, and finds the write under
+// way or done).
+func startWriteback(fd int, off, n int64) error {
+	return unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
+// StartWriteback starts writing the file's data in [off, off+n) to the disk and returns
+// without waiting for it (see writebackStarter).
+func (f osFile) StartWriteback(off, n int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := rc.Control(func(fd uintptr) { werr = retryErr(func() error { return startWriteback(int(fd), off, n) }) }); err != nil {
+		return err
+	}
+	return werr
+}
+
 // unlinked reports whether the file described by fi has no name left (it was removed).
 func unlinked(fi os.FileInfo) bool {
 	_, _, nlink, ok := sysStat(fi)

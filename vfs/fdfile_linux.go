@@ -164,6 +164,12 @@ func (f *fdFile) DataSync() error {
 	return f.do("sync", func() error { return unix.Fdatasync(f.fd) })
 }
 
+// StartWriteback starts writing the file's data in [off, off+n) to the disk and returns
+// without waiting for it (see writebackStarter).
+func (f *fdFile) StartWriteback(off, n int64) error {
+	return f.do("sync", func() error { return startWriteback(f.fd, off, n) })
+}
+
 func (f *fdFile) Truncate(size int64) error {
 	f.stale = true
 	return f.do("truncate", func() error { return unix.Ftruncate(f.fd, size) })

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -443,6 +444,9 @@ type gatedFS struct {
 	gate    chan struct{}
 	open    sync.Once
 	syncs   atomic.Int32
+
+	mu     sync.Mutex
+	events []string // see note
 }
 
 // release lets held and later flushes through (also when a test fails while one is held,
@@ -496,10 +500,39 @@ func answered(t *testing.T, done <-chan error, n int) {
 
 func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
 	f, err := g.OSFs.OpenFile(name, flag, perm)
-	if err != nil || name != walName || flag != os.O_WRONLY {
+	switch {
+	case err != nil || name != walName:
 		return f, err
+	case flag == os.O_WRONLY:
+		return &gatedFile{File: f, g: g}, nil
+	case flag == os.O_RDWR|os.O_CREATE: // the descriptor changes append through
+		return &appendFile{File: f, g: g}, nil
 	}
-	return &gatedFile{File: f, g: g}, nil
+	return f, err
+}
+
+// note records one event of the log's files, in order (see appendFile).
+func (g *gatedFS) note(event string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.events = append(g.events, event)
+}
+
+// appendFile is the log as changes append to it: it notes each write (with the text
+// written, zeros left out) and each writeback started.
+type appendFile struct {
+	afero.File
+	g *gatedFS
+}
+
+func (f *appendFile) WriteAt(p []byte, off int64) (int, error) {
+	f.g.note(fmt.Sprintf("write %d %d %s", off, len(p), bytes.TrimRight(p, "\x00")))
+	return f.File.WriteAt(p, off)
+}
+
+func (f *appendFile) StartWriteback(off, n int64) error {
+	f.g.note(fmt.Sprintf("start %d %d", off, n))
+	return f.File.(writebackStarter).StartWriteback(off, n)
 }
 
 type gatedFile struct {
@@ -509,6 +542,7 @@ type gatedFile struct {
 
 func (f *gatedFile) Sync() error {
 	f.g.syncs.Add(1)
+	f.g.note("sync")
 	if f.g.armed.Load() {
 		select {
 		case f.g.entered <- struct{}{}:
@@ -558,6 +592,79 @@ func TestWALGroupCommit(t *testing.T) {
 	answered(t, done, 4)
 	if n := g.syncs.Load(); n != 2 {
 		t.Errorf("%d flushes for 4 changes, want 2: a.md's, then one shared by the three made during it", n)
+	}
+}
+
+// A change's record starts on its way to the disk as soon as it is written, before the
+// change writes its files, and the flush it then waits for comes after; a record appended
+// while another writer flushes is left for the next flush, which writes it with the rest.
+func TestWALStartsWritingRecordsEarly(t *testing.T) {
+	needWAL(t)
+	dir := t.TempDir()
+	g, s := gatedStore(t, dir)
+	ctx := context.Background()
+	create := func(name string) error {
+		return s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/"+name), []byte(name)) })
+	}
+	if err := create("first.md"); err != nil { // flushed with the log's header, under the lock
+		t.Fatal(err)
+	}
+	// events returns the events noted since the last call.
+	seen := 0
+	events := func() []string {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		e := g.events[seen:]
+		seen = len(g.events)
+		return e
+	}
+	// record returns the index of the write of name's record in e, and the range it wrote.
+	record := func(e []string, name string) (int, string) {
+		t.Helper()
+		for i, ev := range e {
+			if strings.HasPrefix(ev, "write ") && strings.Contains(ev, "/"+name+`"`) {
+				f := strings.Fields(ev)
+				return i, f[1] + " " + f[2]
+			}
+		}
+		t.Fatalf("no record of %s written to the log: %q", name, e)
+		return 0, ""
+	}
+	events()
+
+	if err := create("a.md"); err != nil {
+		t.Fatal(err)
+	}
+	e := events()
+	i, at := record(e, "a.md")
+	if want := []string{"start " + at, "sync"}; !slices.Equal(e[i+1:], want) {
+		t.Errorf("after a.md's record: %q, want %q (its writeback started at once, then the flush)", e[i+1:], want)
+	}
+
+	g.armed.Store(true)
+	done := make(chan error, 2)
+	go func() { done <- create("b.md") }()
+	g.held(t)
+	go func() { done <- create("c.md") }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "c.md")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("c.md was not written while b.md's flush was held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	e = events()
+	i, _ = record(e, "c.md")
+	if slices.ContainsFunc(e[i+1:], func(ev string) bool { return strings.HasPrefix(ev, "start ") }) {
+		t.Errorf("c.md's writeback was started while another writer flushed: %q", e[i+1:])
+	}
+	g.release()
+	answered(t, done, 2)
+	if got := events(); !slices.Contains(got, "sync") {
+		t.Errorf("c.md's record was not flushed after b.md's flush: %q", got)
 	}
 }
 
