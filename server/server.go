@@ -62,6 +62,7 @@ type Server struct {
 	toolHandlers map[string]mcpserver.ToolHandlerFunc
 	directCalls  atomic.Int64 // tool calls served the direct way (tests read it)
 	handoffs     atomic.Int64 // times a stdio call passed the reading on (tests read it)
+	yields       atomic.Int64 // times a stdio worker yielded between calls (tests read it)
 	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
 	// results (the direct way stamps it too).
 	implementation mcp.Implementation

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,46 @@ func TestStdioPassesTheReadingOnForALineOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A worker that keeps the reading through a stream of calls yields its thread every
+// yieldEvery, so that the runtime's monitor never takes it for a goroutine that runs too
+// long (see yieldEvery).
+func TestStdioWorkerYieldsBetweenCalls(t *testing.T) {
+	st := vfs.NewMemoryStore()
+	defer st.Close()
+	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lines, done := serveStdioTest(s, r)
+	call := func(line, id string) {
+		t.Helper()
+		if _, err := io.WriteString(w, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		awaitAnswer(t, lines, id, func(stdioLine) {})
+	}
+	call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "0")
+	io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	before := s.yields.Load()
+	start := time.Now()
+	for i := 1; time.Since(start) < 8*yieldEvery; i++ {
+		id := strconv.Itoa(i)
+		call(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`, id)
+	}
+	elapsed := time.Since(start)
+	// Every yieldEvery at the most, and at least once per two of them (generous: this
+	// machine may be slow, and the first comes yieldEvery after the worker started).
+	if n, most := s.yields.Load()-before, int64(elapsed/yieldEvery)+1; n < 3 || n > most {
+		t.Errorf("%d yields in %v of calls, want 3 to %d", n, elapsed, most)
+	}
+	w.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
