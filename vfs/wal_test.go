@@ -847,6 +847,50 @@ func BenchmarkLogFlush(b *testing.B) {
 	}
 }
 
+// BenchmarkLogFlushEarly is a change as the log makes it: a record overwrites zeros, the
+// change writes its file (a new file renamed into place), then the record is flushed;
+// "early" starts writing the record's page to the disk as soon as it is written (see
+// writebackStarter), "late" leaves it all to the flush.
+func BenchmarkLogFlushEarly(b *testing.B) {
+	const region = 16 << 20
+	rec := append(bytes.Repeat([]byte("x"), 255), '\n')
+	for _, way := range []string{"late", "early"} {
+		b.Run(way, func(b *testing.B) {
+			dir := b.TempDir()
+			file, err := os.OpenFile(filepath.Join(dir, "wal"), os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer file.Close()
+			f := osFile{File: file}
+			if err := writeZeros(f, 0, region); err != nil {
+				b.Fatal(err)
+			}
+			datasync(file)
+			var off int64
+			for i := 0; b.Loop(); i++ {
+				if _, err := f.WriteAt(rec, off); err != nil {
+					b.Fatal(err)
+				}
+				if wb, ok := any(f).(writebackStarter); ok && way == "early" {
+					if err := wb.StartWriteback(off, int64(len(rec))); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if off += int64(len(rec)); off == region {
+					off = 0
+				}
+				tmp := filepath.Join(dir, "tmp")
+				os.WriteFile(tmp, rec, 0o600)
+				os.Rename(tmp, filepath.Join(dir, fmt.Sprint(i%50)))
+				if err := datasync(file); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // A read that may have seen a change not yet flushed answers only after the flush; a
 // store that sees another's change flushes the log once itself before it answers.
 func TestWALReadsWaitForTheFlush(t *testing.T) {
