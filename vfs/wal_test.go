@@ -553,19 +553,43 @@ func (f *gatedFile) Sync() error {
 	return f.File.Sync()
 }
 
+// gatedCreates opens a gatedStore in a new directory and makes its first change (flushed
+// with the log's header, under the lock); create makes the file name, holding its name.
+func gatedCreates(t *testing.T) (dir string, g *gatedFS, create func(name string) error) {
+	t.Helper()
+	needWAL(t)
+	dir = t.TempDir()
+	g, s := gatedStore(t, dir)
+	create = func(name string) error {
+		return s.Update(context.Background(), func(tx *Tx) error {
+			return tx.CreateFile(MustResolve("/memories/"+name), []byte(name))
+		})
+	}
+	if err := create("first.md"); err != nil {
+		t.Fatal(err)
+	}
+	return dir, g, create
+}
+
+// awaitWritten waits until the file at path exists, failing the test past deadline (the
+// failure says the file was not so).
+func awaitWritten(t *testing.T, path string, deadline time.Time, so string) {
+	t.Helper()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not %s", filepath.Base(path), so)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A change does not hold the store's lock while its record is flushed, is answered only
 // after the flush, and the changes made during one flush share the next.
 func TestWALGroupCommit(t *testing.T) {
-	needWAL(t)
-	dir := t.TempDir()
-	g, s := gatedStore(t, dir)
-	ctx := context.Background()
-	create := func(name string) error {
-		return s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/"+name), []byte(name)) })
-	}
-	if err := create("first.md"); err != nil { // flushed with the log's header, under the lock
-		t.Fatal(err)
-	}
+	dir, g, create := gatedCreates(t)
 	g.armed.Store(true)
 	g.syncs.Store(0)
 	done := make(chan error, 4)
@@ -577,15 +601,7 @@ func TestWALGroupCommit(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, name := range []string{"a.md", "b.md", "c.md", "d.md"} {
-		for {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s was not written while another change's flush was held: the lock is held across the flush", name)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		awaitWritten(t, filepath.Join(dir, name), deadline, "written while another change's flush was held: the lock is held across the flush")
 	}
 	unanswered(t, done, "a change was answered before its record was flushed")
 	g.release()
@@ -599,16 +615,7 @@ func TestWALGroupCommit(t *testing.T) {
 // change writes its files, and the flush it then waits for comes after; a record appended
 // while another writer flushes is left for the next flush, which writes it with the rest.
 func TestWALStartsWritingRecordsEarly(t *testing.T) {
-	needWAL(t)
-	dir := t.TempDir()
-	g, s := gatedStore(t, dir)
-	ctx := context.Background()
-	create := func(name string) error {
-		return s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/"+name), []byte(name)) })
-	}
-	if err := create("first.md"); err != nil { // flushed with the log's header, under the lock
-		t.Fatal(err)
-	}
+	dir, g, create := gatedCreates(t)
 	// events returns the events noted since the last call.
 	seen := 0
 	events := func() []string {
@@ -646,16 +653,7 @@ func TestWALStartsWritingRecordsEarly(t *testing.T) {
 	go func() { done <- create("b.md") }()
 	g.held(t)
 	go func() { done <- create("c.md") }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "c.md")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("c.md was not written while b.md's flush was held")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitWritten(t, filepath.Join(dir, "c.md"), time.Now().Add(10*time.Second), "written while b.md's flush was held")
 	e = events()
 	i, _ = record(e, "c.md")
 	if slices.ContainsFunc(e[i+1:], func(ev string) bool { return strings.HasPrefix(ev, "start ") }) {
@@ -812,22 +810,11 @@ func TestWALSharedBetweenStores(t *testing.T) {
 // change does. Run it with TMPDIR on the filesystem to measure (on ext4 with a journal the
 // append's flush also commits the journal).
 func BenchmarkLogFlush(b *testing.B) {
-	const region = 16 << 20
 	rec := append(bytes.Repeat([]byte("x"), 255), '\n')
 	for _, way := range []string{"append", "overwrite"} {
 		b.Run(way, func(b *testing.B) {
 			dir := b.TempDir()
-			f, err := os.OpenFile(filepath.Join(dir, "wal"), os.O_RDWR|os.O_CREATE, 0o600)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
-			if way == "overwrite" {
-				if err := writeZeros(f, 0, region); err != nil {
-					b.Fatal(err)
-				}
-				datasync(f)
-			}
+			f := benchLog(b, dir, way == "overwrite")
 			var off int64
 			for i := 0; b.Loop(); i++ {
 				tmp := filepath.Join(dir, "tmp")
@@ -836,7 +823,7 @@ func BenchmarkLogFlush(b *testing.B) {
 				if _, err := f.WriteAt(rec, off); err != nil {
 					b.Fatal(err)
 				}
-				if off += int64(len(rec)); way == "overwrite" && off == region {
+				if off += int64(len(rec)); way == "overwrite" && off == benchLogSize {
 					off = 0
 				}
 				if err := datasync(f); err != nil {
@@ -847,26 +834,39 @@ func BenchmarkLogFlush(b *testing.B) {
 	}
 }
 
+// benchLogSize is the size of a log written in advance in the flush benchmarks, which go
+// back to its start at its end.
+const benchLogSize = 16 << 20
+
+// benchLog opens a log in dir for the flush benchmarks, closed when the benchmark ends;
+// with zeros it is written in advance (benchLogSize of zeros, flushed).
+func benchLog(b *testing.B, dir string, zeros bool) *os.File {
+	b.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "wal"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	if zeros {
+		if err := writeZeros(f, 0, benchLogSize); err != nil {
+			b.Fatal(err)
+		}
+		datasync(f)
+	}
+	return f
+}
+
 // BenchmarkLogFlushEarly is a change as the log makes it: a record overwrites zeros, the
 // change writes its file (a new file renamed into place), then the record is flushed;
 // "early" starts writing the record's page to the disk as soon as it is written (see
 // writebackStarter), "late" leaves it all to the flush.
 func BenchmarkLogFlushEarly(b *testing.B) {
-	const region = 16 << 20
 	rec := append(bytes.Repeat([]byte("x"), 255), '\n')
 	for _, way := range []string{"late", "early"} {
 		b.Run(way, func(b *testing.B) {
 			dir := b.TempDir()
-			file, err := os.OpenFile(filepath.Join(dir, "wal"), os.O_RDWR|os.O_CREATE, 0o600)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer file.Close()
+			file := benchLog(b, dir, true)
 			f := osFile{File: file}
-			if err := writeZeros(f, 0, region); err != nil {
-				b.Fatal(err)
-			}
-			datasync(file)
 			var off int64
 			for i := 0; b.Loop(); i++ {
 				if _, err := f.WriteAt(rec, off); err != nil {
@@ -877,7 +877,7 @@ func BenchmarkLogFlushEarly(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if off += int64(len(rec)); off == region {
+				if off += int64(len(rec)); off == benchLogSize {
 					off = 0
 				}
 				tmp := filepath.Join(dir, "tmp")
