@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/spf13/afero"
 	"golang.org/x/sys/unix"
 )
 
@@ -324,4 +326,54 @@ func firstDiff(a, b string) int {
 		i++
 	}
 	return i
+}
+
+// Both kinds of file the log may be opened as start a writeback through the kernel: a
+// range the kernel refuses fails (a stand-in that did nothing would not), a valid one does
+// not, and the data stays as written.
+func TestStartWritebackCallsTheKernel(t *testing.T) {
+	dir := t.TempDir()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osfs.Close()
+	plain, err := os.OpenFile(filepath.Join(dir, "plain"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := osfs.LockStorage(context.Background(), true); err != nil { // regular files open as fdFiles
+		t.Fatal(err)
+	}
+	defer osfs.UnlockStorage()
+	fd, err := osfs.OpenFile("fd", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fd.(*fdFile); !ok {
+		t.Fatalf("OSFs opened a %T, want an *fdFile", fd)
+	}
+	for name, f := range map[string]afero.File{"osFile": osFile{File: plain, name: "plain"}, "fdFile": fd} {
+		t.Run(name, func(t *testing.T) {
+			defer f.Close()
+			wb, ok := f.(writebackStarter)
+			if !ok {
+				t.Fatalf("%T cannot start a writeback", f)
+			}
+			data := []byte("a record\n")
+			if _, err := f.WriteAt(data, 100); err != nil {
+				t.Fatal(err)
+			}
+			if err := wb.StartWriteback(100, int64(len(data))); err != nil {
+				t.Errorf("StartWriteback of the record: %v", err)
+			}
+			if err := wb.StartWriteback(-1, 10); !errors.Is(err, unix.EINVAL) {
+				t.Errorf("StartWriteback at offset -1: %v, want EINVAL from the kernel", err)
+			}
+			got := make([]byte, len(data))
+			if _, err := f.ReadAt(got, 100); err != nil || string(got) != string(data) {
+				t.Errorf("read back %q, %v", got, err)
+			}
+		})
+	}
 }
