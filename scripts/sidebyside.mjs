@@ -12,7 +12,10 @@
 //   node scripts/sidebyside.mjs /tmp/sbs/node_modules /tmp/memory-mcp [runs=6] [rounds=300] [BEFORE]
 //
 // BEFORE, another build of memory-mcp (an earlier commit, say), adds its os backend to the
-// turns, right after this build's: a before-and-after measured in the same rounds.
+// turns: a before-and-after measured in the same rounds. The two os builds swap turns from
+// run to run, since the turn right after server-filesystem's is the slower one (by a few
+// per cent on this project's machine: 9.4% with one order and 0.2–6.9% with the other, in
+// one day's sets).
 //
 // SBS_SETTLE=SECONDS waits that long after the sync before each server's run. On ext4
 // without a journal every file creation skips the inodes freed in the last minute after
@@ -114,7 +117,9 @@ const dirs = [];
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const results = Object.fromEntries(Object.keys(servers).map((n) => [n, []]));
 for (let r = 0; r < runs; r++) {
-  for (const name of Object.keys(servers)) results[name].push(await measure(name));
+  const order = Object.keys(servers);
+  if (before && r % 2 === 1) order.splice(1, 2, order[2], order[1]); // the os builds swap turns
+  for (const name of order) results[name].push(await measure(name));
 }
 for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 const base = results['server-filesystem'];
