@@ -13,9 +13,9 @@
 //
 // BEFORE, another build of memory-mcp (an earlier commit, say), adds its os backend to the
 // turns: a before-and-after measured in the same rounds. The two os builds swap turns from
-// run to run, since the turn right after server-filesystem's is the slower one (by a few
-// per cent on this project's machine: 9.4% with one order and 0.2–6.9% with the other, in
-// one day's sets).
+// run to run, since the turn right after server-filesystem's is the slower one: in one
+// day's sets on this project's machine, a build measured 9.4% faster than another when it
+// took the later turn and 0.2–6.9% faster when it took that one.
 //
 // SBS_SETTLE=SECONDS waits that long after the sync before each server's run. On ext4
 // without a journal every file creation skips the inodes freed in the last minute after
