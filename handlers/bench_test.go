@@ -420,3 +420,18 @@ func BenchmarkDurableWriters32(b *testing.B) {
 		s.Close()
 	}
 }
+
+// BenchmarkViewFlatDirectory views a directory of 150 small files, as the side-by-side
+// script's listing does halfway through its run.
+func BenchmarkViewFlatDirectory(b *testing.B) {
+	seed := map[string][]byte{}
+	for i := 0; i < 150; i++ {
+		seed[fmt.Sprintf("moved-%d.md", i)] = []byte("# notes\n- fact\nfirst LINE\n")
+	}
+	for _, backend := range benchBackends {
+		h := openBench(b, backend, seed)
+		b.Run(backend, func(b *testing.B) {
+			run(b, h, map[string]any{"command": "view", "path": "/memories"})
+		})
+	}
+}

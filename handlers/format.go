@@ -6,11 +6,12 @@ import (
 	"unicode/utf8"
 )
 
-// formatSize writes a size as docs/behaviour.md §3 asks: "{n}B" below 1024, otherwise one decimal in K,
-// M, G or T, rounded half away from zero. Integer arithmetic keeps 1280 → "1.3K" exact.
-func formatSize(n int64) string {
+// appendSize appends a size as docs/behaviour.md §3 asks: "{n}B" below 1024, otherwise one
+// decimal in K, M, G or T, rounded half away from zero. Integer arithmetic keeps 1280 →
+// "1.3K" exact. (Appended, not returned: a listing writes one per line.)
+func appendSize(b []byte, n int64) []byte {
 	if n < 1024 {
-		return strconv.FormatInt(n, 10) + "B"
+		return append(strconv.AppendInt(b, n, 10), 'B')
 	}
 	const units = "KMGT"
 	d, u := int64(1024), 0
@@ -21,7 +22,10 @@ func formatSize(n int64) string {
 	q, r := n/d, n%d
 	// r*20 cannot overflow: r < d <= 2^40.
 	tenths := q*10 + (r*20/d+1)/2
-	return strconv.FormatInt(tenths/10, 10) + "." + strconv.FormatInt(tenths%10, 10) + units[u:u+1]
+	b = strconv.AppendInt(b, tenths/10, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, tenths%10, 10)
+	return append(b, units[u])
 }
 
 // appendLineNumber appends n right-aligned in six characters and a TAB ("%6d\t").

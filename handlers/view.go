@@ -125,7 +125,7 @@ func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) 
 	var line []byte
 	i := 0
 	emit := func(parent, name string, n vfs.Node) bool {
-		line = append(line[:0], formatSize(n.Size)...)
+		line = appendSize(line[:0], n.Size)
 		line = append(line, '\t')
 		line = append(line, parent...)
 		if name != "" {

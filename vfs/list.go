@@ -121,10 +121,15 @@ func statNames(readNames func() ([]string, error), stat statFunc) ([]Entry, erro
 	return entries, nil
 }
 
-// sorted drops the bookkeeping files and sorts by name in byte order.
+// sorted drops the bookkeeping files and sorts by name in byte order. Entries that come
+// in that order already (from the directory cache, or a store that keeps its names
+// sorted) are only checked: sorting a listing's entries was a fifth of its cost.
 func sorted(entries []Entry) []Entry {
 	entries = slices.DeleteFunc(entries, func(e Entry) bool { return IsBookkeeping(e.Name) })
-	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(entries, byName) {
+		slices.SortFunc(entries, byName)
+	}
 	return entries
 }
 

@@ -140,7 +140,8 @@ func (f *OSFs) statCache() (*statCache, uint64) {
 // entries describes the entries of the directory open as fd (of a store whose root is on
 // device dev), from what the cache remembers where it can, else through readNames (the
 // directory's names, in any order) and stat, remembering the names and what stat reports as
-// cacheable. The entries come in no particular order.
+// cacheable. The entries come sorted by name in byte order, when the cache serves them
+// (names sort faster on their own than in entries, which are twice their size).
 func (c *statCache) entries(fd int, dev uint64, readNames func() ([]string, error), stat statFunc) ([]Entry, error) {
 	if c == nil {
 		return statNames(readNames, stat)
@@ -157,7 +158,9 @@ func (c *statCache) entries(fd int, dev uint64, readNames func() ([]string, erro
 			return nil, err
 		}
 		c.rememberNames(d, gen, names, now)
-	} else if len(check) > 0 {
+	}
+	slices.Sort(names)
+	if len(check) > 0 {
 		// The names events named since: each is looked up.
 		gone := map[string]bool{}
 		var st unix.Stat_t
