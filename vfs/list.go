@@ -123,7 +123,8 @@ func statNames(readNames func() ([]string, error), stat statFunc) ([]Entry, erro
 
 // sorted drops the bookkeeping files and sorts by name in byte order. Entries that come
 // in that order already (from the directory cache, or a store that keeps its names
-// sorted) are only checked: sorting a listing's entries was a fifth of its cost.
+// sorted) are only checked: sorting them was about a sixth of a listing's CPU in the
+// side-by-side mix.
 func sorted(entries []Entry) []Entry {
 	entries = slices.DeleteFunc(entries, func(e Entry) bool { return IsBookkeeping(e.Name) })
 	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
