@@ -446,7 +446,7 @@ type gatedFS struct {
 	syncs   atomic.Int32
 
 	mu     sync.Mutex
-	events []string // see note
+	events []string // the log's writes, writebacks started and flushes, in order (note)
 }
 
 // release lets held and later flushes through (also when a test fails while one is held,
