@@ -40,6 +40,8 @@ type OSFs struct {
 
 	dirs dirCache // directories kept open while the storage lock is held
 
+	spare spareFile // Linux: an unnamed file made in advance for the next creation
+
 	// Linux: the listings' status cache (see statCache), decided at the first listing.
 	statsOnce sync.Once
 	stats     *statCache // nil: none
@@ -123,6 +125,7 @@ func closeAll(a *os.File, aerr error, b *os.File, berr error) {
 
 // Close releases the directory and the lock files.
 func (f *OSFs) Close() error {
+	f.closeSpare()
 	f.dirs.reset()
 	if f.lock != nil {
 		f.lock.Close()
@@ -450,6 +453,11 @@ func (f *OSFs) SyncDir(name string) error {
 // WriteFileAtomic writes a temporary file beside name, flushes it, renames it to name and
 // flushes the directory (docs/behaviour.md §6).
 func (f *OSFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	if noReplace {
+		if err, ok := f.createNew(name, data, true); ok {
+			return err
+		}
+	}
 	return writeAtomic(f, name, data, noReplace)
 }
 
@@ -457,6 +465,11 @@ func (f *OSFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
 // the old content or the new, but a crash of the machine may lose the change, so it is for
 // changes that a flushed write-ahead log records first (see durableFS).
 func (f *OSFs) WriteFileUnsynced(name string, data []byte, noReplace bool) error {
+	if noReplace {
+		if err, ok := f.createNew(name, data, false); ok {
+			return err
+		}
+	}
 	return writeFile(f, name, data, noReplace, false)
 }
 
@@ -638,6 +651,7 @@ func (f *OSFs) UnlockStorage() error {
 		return nil
 	}
 	f.dirs.stop()
+	f.startSpare() // after the change that took the last one, while its flush waits
 	if f.lock == nil {
 		return nil
 	}
