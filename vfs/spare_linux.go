@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"strconv"
 	"sync"
@@ -157,6 +158,9 @@ func (f *OSFs) createNew(name string, data []byte, sync bool) (err error, ok boo
 	defer unix.Close(fd)
 	for done := 0; done < len(data); {
 		w, err := retry(func() (int, error) { return unix.Pwrite(fd, data[done:], int64(done)) })
+		if err == nil && w == 0 {
+			err = io.ErrShortWrite
+		}
 		if err != nil {
 			return &fs.PathError{Op: "write", Path: n, Err: err}, true
 		}
