@@ -62,6 +62,9 @@ func (f *fdFile) writeAll(p []byte, write func(b []byte, done int) (int, error))
 	done := 0
 	for done < len(p) {
 		n, err := retry(func() (int, error) { return write(p[done:], done) })
+		if err == nil && n == 0 {
+			err = io.ErrShortWrite // nothing written and no reason: do not spin
+		}
 		if err != nil {
 			return done, f.pathErr("write", err)
 		}

@@ -451,26 +451,28 @@ func (f *OSFs) SyncDir(name string) error {
 }
 
 // WriteFileAtomic writes a temporary file beside name, flushes it, renames it to name and
-// flushes the directory (docs/behaviour.md §6).
+// flushes the directory (docs/behaviour.md §6); a new file (noReplace) is written into a
+// file made in advance instead, where there is one (see spareFile).
 func (f *OSFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
-	if noReplace {
-		if err, ok := f.createNew(name, data, true); ok {
-			return err
-		}
-	}
-	return writeAtomic(f, name, data, noReplace)
+	return f.writeFile(name, data, noReplace, true)
 }
 
 // WriteFileUnsynced is WriteFileAtomic without the flushes: a crash of the process leaves
 // the old content or the new, but a crash of the machine may lose the change, so it is for
 // changes that a flushed write-ahead log records first (see durableFS).
 func (f *OSFs) WriteFileUnsynced(name string, data []byte, noReplace bool) error {
+	return f.writeFile(name, data, noReplace, false)
+}
+
+// writeFile is the package's writeFile, with a new file (noReplace) written into the
+// spare where that applies (createNew).
+func (f *OSFs) writeFile(name string, data []byte, noReplace, sync bool) error {
 	if noReplace {
-		if err, ok := f.createNew(name, data, false); ok {
+		if err, ok := f.createNew(name, data, sync); ok {
 			return err
 		}
 	}
-	return writeFile(f, name, data, noReplace, false)
+	return writeFile(f, name, data, noReplace, sync)
 }
 
 // overwriter is a file that WriteFileInPlace may write over (an fdFile, Linux).

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"strconv"
 	"sync"
@@ -155,20 +154,14 @@ func (f *OSFs) createNew(name string, data []byte, sync bool) (err error, ok boo
 	if !ok {
 		return nil, false
 	}
-	defer unix.Close(fd)
-	for done := 0; done < len(data); {
-		w, err := retry(func() (int, error) { return unix.Pwrite(fd, data[done:], int64(done)) })
-		if err == nil && w == 0 {
-			err = io.ErrShortWrite
-		}
-		if err != nil {
-			return &fs.PathError{Op: "write", Path: n, Err: err}, true
-		}
-		done += w
+	spare := &fdFile{fd: fd, name: shownName(name)}
+	defer spare.Close()
+	if _, err := spare.WriteAt(data, 0); err != nil {
+		return err, true
 	}
 	if sync {
-		if err := retryErr(func() error { return unix.Fsync(fd) }); err != nil {
-			return &fs.PathError{Op: "sync", Path: n, Err: err}, true
+		if err := spare.Sync(); err != nil {
+			return err, true
 		}
 	}
 	switch err := f.linkSpare(fd, dirfd, base); {
