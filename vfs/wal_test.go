@@ -868,7 +868,6 @@ func BenchmarkLogFlushEarly(b *testing.B) {
 		b.Run(way, func(b *testing.B) {
 			dir := b.TempDir()
 			file := benchLog(b, dir, true)
-			f := osFile{File: file}
 			if way == "flush-alone" {
 				for b.Loop() {
 					if err := datasync(file); err != nil {
@@ -877,6 +876,7 @@ func BenchmarkLogFlushEarly(b *testing.B) {
 				}
 				return
 			}
+			f := osFile{File: file}
 			var off int64
 			for i := 0; b.Loop(); i++ {
 				if _, err := f.WriteAt(rec, off); err != nil {
