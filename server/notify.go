@@ -71,6 +71,7 @@ type listener struct {
 	mem         *handlers.Handlers
 	subID       any  // the subscriptions/listen request's id; nil for a 2025-era session
 	active      bool // a 2025-era session becomes active at initialize
+	gone        bool // removed: add attaches it no more
 	listChanged bool
 	uris        map[string]vfs.Digest // subscribed URIs → the content last announced
 }
@@ -80,10 +81,11 @@ type watch struct {
 	listeners map[*listener]bool
 	paths     map[string]bool // the listed files, to tell list changes made elsewhere
 	stop      context.CancelFunc
-	known     bool        // paths came from a listing (none failed)
-	listSent  time.Time   // the last list_changed
-	listLater *time.Timer // the one due listEvery after it, when the list changed since
-	ended     bool        // the watch stopped: a due list_changed is not sent
+	known     bool          // paths came from a listing (none failed)
+	listSent  time.Time     // the last list_changed
+	listLater *time.Timer   // the one due listEvery after it, when the list changed since
+	ended     bool          // the watch stopped: a due list_changed is not sent
+	ready     chan struct{} // closed once the first listing is read (see add)
 
 	// While the watch's goroutine reads the memory (scanning), this process's batches
 	// wait in queued, up to maxQueued; past that they are dropped and the goroutine scans
@@ -108,14 +110,15 @@ func newNotifier(s *Server) *notifier {
 func (n *notifier) hooks(h *mcpserver.Hooks) {
 	h.AddOnRegisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
 		if mem := n.s.handlersFor(ctx); mem != nil {
-			n.mu.Lock()
-			defer n.mu.Unlock()
 			l := &listener{session: session, mem: mem, listChanged: true, uris: map[string]vfs.Digest{}}
+			n.mu.Lock()
 			n.sessions[session.SessionID()] = l
 			// Streamable HTTP registers a session after its initialize; stdio before.
-			if session.Initialized() {
-				l.active = true
-				n.addLocked(l)
+			active := session.Initialized()
+			l.active = active
+			n.mu.Unlock()
+			if active {
+				n.add(l)
 			}
 		}
 	})
@@ -130,10 +133,14 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 	h.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		if session := mcpserver.ClientSessionFromContext(ctx); session != nil {
 			n.mu.Lock()
-			defer n.mu.Unlock()
-			if l := n.sessions[session.SessionID()]; l != nil && !l.active {
+			l := n.sessions[session.SessionID()]
+			start := l != nil && !l.active
+			if start {
 				l.active = true
-				n.addLocked(l)
+			}
+			n.mu.Unlock()
+			if start {
+				n.add(l) // before the answer to initialize goes out: see add
 			}
 		}
 	})
@@ -158,9 +165,7 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 		for _, uri := range f.ResourceSubscriptions[:min(len(f.ResourceSubscriptions), maxSubscriptions)] {
 			l.uris[uri] = n.digest(mem, uri)
 		}
-		n.mu.Lock()
-		n.addLocked(l)
-		n.mu.Unlock()
+		n.add(l)
 		context.AfterFunc(ctx, func() { // the stream ends with its request
 			n.mu.Lock()
 			n.removeLocked(l)
@@ -208,25 +213,41 @@ func (n *notifier) digest(mem *handlers.Handlers, uri string) vfs.Digest {
 	return d
 }
 
-// addLocked attaches a listener to its memory's watch, starting the watch if it is the
-// first.
-func (n *notifier) addLocked(l *listener) {
-	w := n.watches[l.mem]
-	if w == nil {
-		ctx, stop := context.WithCancel(context.Background())
-		w = &watch{listeners: map[*listener]bool{}, stop: stop, rescan: make(chan struct{}, 1)}
-		n.watches[l.mem] = w
-		w.paths = map[string]bool{} // run lists the files, outside the lock
-		w.scanning = true
-		n.running.Add(1)
-		// run subscribes: not under n.mu, which the feed's publisher takes (see deliver).
-		go n.run(ctx, l.mem, w)
+// add attaches a listener to its memory's watch, starting the watch if it is the first.
+// It returns once the watch has subscribed to the memory's feed and read its listing, so
+// that every change made after it returns (the listener's own client's first of all: add
+// runs before the answer to initialize or the listen request's acceptance goes out) is
+// compared with that listing and announced. Listed any later, a file created meanwhile
+// would be in the listing already, and its creation announced to no one.
+func (n *notifier) add(l *listener) {
+	n.mu.Lock()
+	if l.gone {
+		n.mu.Unlock()
+		return
 	}
-	w.listeners[l] = true
+	if w := n.watches[l.mem]; w != nil {
+		w.listeners[l] = true
+		n.mu.Unlock()
+		<-w.ready // the first listener's add is reading the listing
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	w := &watch{listeners: map[*listener]bool{l: true}, paths: map[string]bool{}, stop: stop,
+		rescan: make(chan struct{}, 1), scanning: true, ready: make(chan struct{})}
+	n.watches[l.mem] = w
+	n.running.Add(1)
+	n.mu.Unlock()
+	// Not under n.mu, which the feed's publisher takes (see deliver); batches published
+	// while the listing is read wait in the watch, and are applied after it.
+	sub := l.mem.SubscribeFunc(func(b vfs.Batch) { n.deliver(w, b) })
+	n.scan(l.mem, w, true)
+	close(w.ready)
+	go n.run(ctx, l.mem, w, sub)
 }
 
 // removeLocked detaches a listener; the last one stops its memory's watch.
 func (n *notifier) removeLocked(l *listener) {
+	l.gone = true
 	w := n.watches[l.mem]
 	if w == nil || !w.listeners[l] {
 		return
@@ -272,13 +293,11 @@ func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
 	return paths
 }
 
-// run lists one memory's files, then rescans it whenever another process changed it, until
-// ctx is done; this process's changes arrive through deliver meanwhile.
-func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch) {
+// run rescans one memory, whose files add listed, whenever another process changed it,
+// until ctx is done; this process's changes arrive through deliver meanwhile, from sub.
+func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch, sub *vfs.Subscription) {
 	defer n.running.Done()
-	sub := mem.SubscribeFunc(func(b vfs.Batch) { n.deliver(w, b) })
 	defer sub.Close()
-	n.scan(mem, w, true)
 	n.running.Add(1)
 	go func() {
 		defer n.running.Done()

@@ -244,3 +244,48 @@ func TestLogLevelPerRequest(t *testing.T) {
 		}
 	}
 }
+
+// When the answer to initialize goes out, the memory's watch has subscribed to its feed
+// and read its first listing (add), so a file created right after is announced. Done by a
+// goroutine of the watch's own, the subscription could come after the client's first
+// creates, whose files the first listing then held already: now and then a burst of
+// creates right after initialize went unannounced (TestListChangedOncePerBurst saw none).
+func TestWatchReadyBeforeInitializeAnswer(t *testing.T) {
+	s, mem, inW, lines := stdioServer(t)
+	notes := 0
+	count := func(l stdioLine) {
+		if strings.Contains(l.text, `"notifications/resources/list_changed"`) {
+			notes++
+		}
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	awaitAnswer(t, lines, "0", count)
+	s.notify.mu.Lock()
+	w := s.notify.watches[mem]
+	s.notify.mu.Unlock()
+	if w == nil {
+		t.Fatal("no watch of the memory after initialize")
+	}
+	select {
+	case <-w.ready:
+	default:
+		t.Fatal("the answer to initialize went out before the memory's first listing was read")
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/new.md","file_text":"x"}}}`+"\n")
+	if a := awaitAnswer(t, lines, "1", count); strings.Contains(a.text, `"isError":true`) {
+		t.Fatalf("create failed: %s", a.text)
+	}
+	deadline := time.After(2*listEvery + 2*time.Second)
+	for notes == 0 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the output ended")
+			}
+			count(l)
+		case <-deadline:
+			t.Fatal("a file created right after initialize was never announced (no list_changed)")
+		}
+	}
+}
