@@ -36,10 +36,11 @@ import (
 // This process's changes are handled by the goroutine that made them, as the feed
 // publishes them (vfs.Store.SubscribeFunc): the work is a few map updates and sends that
 // never wait, and a goroutine of the watch's own woken for every change cost the stdio
-// server 2–8% of its CPU per call in side-by-side runs. What needs the storage (listing the files, reading
-// a subscribed file's digest: at the start, and for changes made elsewhere) is the
-// watch's goroutine's; the batches published meanwhile wait in the watch (queued) and are
-// applied after, in order, as if that goroutine had received them.
+// server 2–8% of its CPU per call in side-by-side runs. What needs the storage is done
+// by the first listener's add (the first listing, before that listener's client hears
+// back) and then by the watch's goroutine (listing the files and reading subscribed
+// files' digests again, for changes made elsewhere); the batches published meanwhile wait
+// in the watch (queued) and are applied after, in order, as if they had come then.
 
 // watchInterval is how often a watched memory is checked for changes by other processes.
 const watchInterval = 250 * time.Millisecond
