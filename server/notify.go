@@ -88,9 +88,9 @@ type watch struct {
 	ended     bool          // the watch stopped: a due list_changed is not sent
 	ready     chan struct{} // closed once the first listing is read (see add)
 
-	// While the watch's goroutine reads the memory (scanning), this process's batches
-	// wait in queued, up to maxQueued; past that they are dropped and the goroutine scans
-	// again after (overflow).
+	// While the memory is read (scanning: the first listing in add, later ones in the
+	// watch's goroutine), this process's batches wait in queued, up to maxQueued; past
+	// that they are dropped and the memory is read again after (overflow).
 	scanning bool
 	queued   []vfs.Batch
 	overflow bool
@@ -216,10 +216,11 @@ func (n *notifier) digest(mem *handlers.Handlers, uri string) vfs.Digest {
 
 // add attaches a listener to its memory's watch, starting the watch if it is the first.
 // It returns once the watch has subscribed to the memory's feed and read its listing, so
-// that every change made after it returns (the listener's own client's first of all: add
-// runs before the answer to initialize or the listen request's acceptance goes out) is
-// compared with that listing and announced. Listed any later, a file created meanwhile
-// would be in the listing already, and its creation announced to no one.
+// that every change made after it returns is compared with that listing and announced.
+// Listed any later, a file created meanwhile would be in the listing already, and its
+// creation announced to no one. add runs before the listener's client hears back for a
+// stdio session (from initialize's hook) and a listen stream; a Streamable HTTP session
+// is registered by mcp-go only after the answer to its initialize is written.
 func (n *notifier) add(l *listener) {
 	n.mu.Lock()
 	if l.gone {
