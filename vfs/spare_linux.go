@@ -16,9 +16,9 @@ import (
 // Why: allocating the inode is the dearest part of creating a file, and on ext4 without a
 // journal it scans past every inode freed in the last minute or more (fs/ext4/ialloc.c,
 // recently_deleted): 0.3 ms per creation at the median, 1.2 ms at the 90th percentile, in a
-// side-by-side run (README), where the other server frees an inode per edit on the same disk. Made while the change that took the last
-// spare waits for its flush, and while the client reads the answer, the next one is ready
-// when the next creation comes. The inode and what a crash leaves are the same either way:
+// side-by-side run (README), where the other server frees an inode per edit on the same
+// disk. Made while the change that took the last spare waits for its flush, and while the
+// client reads the answer, the next one is ready when the next creation comes. The inode and what a crash leaves are the same either way:
 // the file is named only once it is written (and, with sync, flushed), with the same
 // refusal as the rename to replace a name that exists; an unnamed file has no name to leave
 // behind, and the kernel frees it when the process ends. (On ext4 without a journal, a
