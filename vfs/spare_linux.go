@@ -18,12 +18,12 @@ import (
 // recently_deleted): 0.3 ms per creation at the median, 1.2 ms at the 90th percentile, in a
 // side-by-side run (README), where the other server frees an inode per edit on the same
 // disk. Made while the change that took the last spare waits for its flush, and while the
-// client reads the answer, the next one is ready when the next creation comes. The inode and what a crash leaves are the same either way:
-// the file is named only once it is written (and, with sync, flushed), with the same
-// refusal as the rename to replace a name that exists; an unnamed file has no name to leave
-// behind, and the kernel frees it when the process ends. (On ext4 without a journal, a
-// crash of the machine can leave its inode allocated until the next fsck, as it can for
-// any file open after its removal.)
+// client reads the answer, the next one is ready when the next creation comes. The inode and
+// what a crash leaves are the same either way: the file is named only once it is written
+// (and, with sync, flushed), with the same refusal as the rename to replace a name that
+// exists; an unnamed file has no name to leave behind, and the kernel frees it when the
+// process ends. (On ext4 without a journal, a crash of the machine can leave its inode
+// allocated until the next fsck, as it can for any file open after its removal.)
 //
 // One spare at a time, made in the storage root by one goroutine; it is named in whatever
 // directory the creation is in (a link within one filesystem; another filesystem mounted
