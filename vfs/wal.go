@@ -140,9 +140,16 @@ type walState struct {
 	cond     sync.Cond
 	appended uint64     // up to where this process appended
 	durable  uint64     // up to where a flush (or checkpoint) covered
+	grown    bool       // the log's size or blocks changed since the last flush started
 	flushing bool       // a writer is flushing for the others
 	file     afero.File // the log, as the flushing writer keeps it open between flushes
 	fileRoot uint64     // fs.Reopened() when file was opened
+	// The quiet file that flushes stand-in for fdatasync of the log (nil: none), set up
+	// at the first flush; only the flushing writer touches them.
+	quiet      *quietFlush
+	quietTried bool
+	// Flushes made through the quiet file and with fdatasync of the log (tests read them).
+	quietFlushes, logFlushes atomic.Int64
 
 	// reopen tells the flushing writer to open the log by its name again before its next
 	// flush: a change opened it anew, so the descriptor kept may be of another file (one
@@ -246,13 +253,16 @@ func (w *walState) flushTo(fsys FS, pos uint64) error {
 			continue
 		}
 		w.flushing = true
-		target := w.appended
+		target, grown := w.appended, w.grown
+		w.grown = false
 		w.mu.Unlock()
-		err := w.flushLog(fsys, true)
+		err := w.flushLog(fsys, true, grown)
 		w.mu.Lock()
 		w.flushing = false
 		if err == nil {
 			w.durable = max(w.durable, target)
+		} else if grown {
+			w.grown = true
 		}
 		w.cond.Broadcast()
 		if err != nil {
@@ -266,7 +276,10 @@ func (w *walState) flushTo(fsys FS, pos uint64) error {
 // kernel flushes whatever any descriptor wrote); only the flushing writer calls it. A
 // descriptor of a log removed since (with the history's directory, made again by the
 // next change) is dropped, and the log at its name flushed instead.
-func (w *walState) flushLog(fsys FS, retry bool) error {
+//
+// With grown the log's size or blocks changed since the last flush, so the flush must
+// make them durable too (fdatasync of the log itself, not the quiet file).
+func (w *walState) flushLog(fsys FS, retry, grown bool) error {
 	if reopen := w.reopen.Swap(false); w.file != nil && (reopen || w.fs.Reopened() != w.fileRoot) {
 		// The storage directory was replaced since, or a change opened the log anew: the
 		// records appended to the log the descriptor is of are flushed first, then the
@@ -289,7 +302,7 @@ func (w *walState) flushLog(fsys FS, retry bool) error {
 		}
 		w.file, w.fileRoot = f, root
 	}
-	err := syncFile(w.file)
+	err := w.flushFile(fsys, grown)
 	var fi os.FileInfo
 	if err == nil {
 		fi, err = w.file.Stat()
@@ -298,10 +311,26 @@ func (w *walState) flushLog(fsys FS, retry bool) error {
 		w.file.Close()
 		w.file = nil
 		if err == nil && retry {
-			return w.flushLog(fsys, false)
+			return w.flushLog(fsys, false, grown)
 		}
 	}
 	return err
+}
+
+// flushFile makes the records written to w.file durable: through the quiet file where
+// there is one on the log's disk (see quietFlush) and the log did not grow, else with
+// fdatasync of the log.
+func (w *walState) flushFile(fsys FS, grown bool) error {
+	if !w.quietTried {
+		w.quietTried = true
+		w.quiet = setupQuietFlush(fsys, w.file)
+	}
+	if !grown && w.quiet != nil && w.quiet.covers(w.file) {
+		w.quietFlushes.Add(1)
+		return w.quiet.flush(w.file)
+	}
+	w.logFlushes.Add(1)
+	return syncFile(w.file)
 }
 
 // close closes the descriptor flushLog keeps, once no writer is flushing.
@@ -314,6 +343,10 @@ func (w *walState) close() {
 	if w.file != nil {
 		w.file.Close()
 		w.file = nil
+	}
+	if w.quiet != nil {
+		w.quiet.close()
+		w.quiet, w.quietTried = nil, false
 	}
 	w.rec.drop()
 	w.log.drop()
@@ -382,6 +415,7 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 	w.torn = false
 	w.mu.Lock()
 	w.appended += uint64(buf.Len())
+	w.grown = w.grown || grew || newFile
 	pos := w.appended
 	flushing := w.flushing
 	w.mu.Unlock()
