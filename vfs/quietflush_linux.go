@@ -3,6 +3,7 @@ package vfs
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -20,8 +21,9 @@ import (
 // nothing ever writes, instead of fdatasync(2) on the log itself.
 //
 // Why: there, fdatasync writes the file's inode-table block to the disk before the cache
-// flush whenever that block is dirty (fs/ext4/fsync.c, ext4_fsync_nojournal, "Force
-// writeout of inode table buffer"), and it nearly always is for the log: the block holds 16
+// flush whenever that block is dirty (ext4_fsync_nojournal calls ext4_write_inode, which
+// writes the block and waits: seen in block traces on Linux 6.18), and it nearly always
+// is for the log: the block holds 16
 // inodes, the log's own modification time changes at every clock tick it is written in,
 // and its neighbours are the store's other busy files (the storage directory itself,
 // changed by every creation and rename, the history's log, the lock file). That is a third
@@ -61,40 +63,43 @@ const (
 	quietMaxFiles = 1024
 )
 
-// setupQuietFlush returns a quietFlush for the log wal, or nil where the log must be
-// flushed with fdatasync (see quietFlush).
-func setupQuietFlush(fsys FS, wal afero.File) *quietFlush {
+// setupQuietFlush returns a quietFlush for the log wal, or nil and why not where the log
+// must be flushed with fdatasync (see quietFlush).
+func setupQuietFlush(fsys FS, wal afero.File) (*quietFlush, error) {
 	walFd, ok := fdOf(wal)
 	if !ok {
-		return nil
+		return nil, errors.New("the log is no file of the host")
 	}
 	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(walFd, &sfs); err != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
-		return nil
+	if err := unix.Fstatfs(walFd, &sfs); err != nil {
+		return nil, err
+	}
+	if sfs.Type != unix.EXT4_SUPER_MAGIC {
+		return nil, errors.New("not ext4")
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(walFd, &st); err != nil {
-		return nil
+		return nil, err
 	}
 	dev := uint64(st.Dev)
 	if !ext4WithoutJournal(dev) {
-		return nil
+		return nil, errors.New("ext4 with a journal (or its sysfs directory unread)")
 	}
-	f := openQuietFile(fsys, dev)
-	if f == nil {
-		return nil
+	f, err := openQuietFile(fsys, dev)
+	if err != nil {
+		return nil, err
 	}
 	fd, ok := fdOf(f)
 	if !ok {
 		f.Close()
-		return nil
+		return nil, errors.New("the quiet file is no file of the host")
 	}
 	q := &quietFlush{f: f, fd: fd, dev: dev, checked: wal}
-	if !q.flushesDisk() {
+	if err := q.flushesDisk(); err != nil {
 		f.Close()
-		return nil
+		return nil, err
 	}
-	return q
+	return q, nil
 }
 
 // sysBlockDir is the sysfs directory of the block device dev.
@@ -137,19 +142,22 @@ func diskFlushes(dev uint64) (self, disk uint64, ok bool) {
 
 // flushesDisk checks that fdatasync of the quiet file sends the disk a cache flush: the
 // disk's count of flushes must grow by at least as many calls.
-func (q *quietFlush) flushesDisk() bool {
+func (q *quietFlush) flushesDisk() error {
 	const calls = 2
 	self0, disk0, ok := diskFlushes(q.dev)
 	if !ok {
-		return false
+		return errors.New("the disk's count of flushes unread")
 	}
 	for range calls {
 		if err := retryErr(func() error { return unix.Fdatasync(q.fd) }); err != nil {
-			return false
+			return err
 		}
 	}
 	self1, disk1, ok := diskFlushes(q.dev)
-	return ok && (self1 >= self0+calls || disk1 >= disk0+calls)
+	if !ok || (self1 < self0+calls && disk1 < disk0+calls) {
+		return fmt.Errorf("%d fdatasync calls of the quiet file, %d flushes counted (%d by its disk)", calls, self1-self0, disk1-disk0)
+	}
+	return nil
 }
 
 // covers reports whether the quiet file's flush is the disk of the log wal.
@@ -204,13 +212,12 @@ func fdOf(f afero.File) (int, bool) {
 var quietBuild sync.Mutex
 
 // openQuietFile opens a file of the store's quiet block on dev, making the block first
-// if there is none (or the one there is no block: a copy of the store, say). nil: none
-// could be made.
-func openQuietFile(fsys FS, dev uint64) afero.File {
+// if there is none (or the one there is no block: a copy of the store, say).
+func openQuietFile(fsys FS, dev uint64) (afero.File, error) {
 	quietBuild.Lock()
 	defer quietBuild.Unlock()
 	if f := useQuietBlock(fsys, dev); f != nil {
-		return f
+		return f, nil
 	}
 	fsys.RemoveAll(quietDir)
 	var b [8]byte
@@ -218,12 +225,15 @@ func openQuietFile(fsys FS, dev uint64) afero.File {
 	tmp := quietDir + ".tmp-" + hex.EncodeToString(b[:])
 	if err := makeQuietBlock(fsys, tmp, dev); err != nil {
 		fsys.RemoveAll(tmp)
-		return nil
+		return nil, err
 	}
 	if err := fsys.Rename(tmp, quietDir); err != nil {
 		fsys.RemoveAll(tmp) // another process's landed first: use it
 	}
-	return useQuietBlock(fsys, dev)
+	if f := useQuietBlock(fsys, dev); f != nil {
+		return f, nil
+	}
+	return nil, errors.New("the quiet block made is gone or spoiled")
 }
 
 // makeQuietBlock makes empty files in the new directory dir until quietPerBlock of them
@@ -325,7 +335,9 @@ const fsTopdirFlag = 0x00020000
 // files made in it go, then mostly come in whole blocks; in the group of a storage
 // directory that sees files made and removed all the time, the inodes freed in the last
 // minute are skipped and the files land one here, one there. Without the flag (another
-// filesystem, or the call refused) dir is made all the same.
+// filesystem, or the call refused) dir is made all the same; a process killed before it
+// puts the flags back leaves the flag, which only places later subdirectories of the
+// history's directory in other groups.
 func spreadMkdir(fsys FS, dir string) error {
 	if d, err := fsys.Open(historyDir); err == nil {
 		defer d.Close()

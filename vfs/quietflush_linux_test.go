@@ -42,7 +42,7 @@ func TestQuietFlushReachesTheDisk(t *testing.T) {
 	dev := needQuietFlush(t, filepath.Dir(dir))
 	create("/memories/first.md") // the log is made (it grows): flushed with fdatasync
 	if w.quiet == nil {
-		t.Fatal("no quiet file set up")
+		t.Fatal("no quiet file set up:", w.quietWhy)
 	}
 	checkQuietBlock(t, filepath.Join(dir, quietDir), dev)
 
@@ -69,7 +69,7 @@ func TestQuietFlushNotForAGrownLog(t *testing.T) {
 	needQuietFlush(t, filepath.Dir(dir))
 	create("/memories/first.md")
 	if w.quiet == nil {
-		t.Fatal("no quiet file set up")
+		t.Fatal("no quiet file set up:", w.quietWhy)
 	}
 	size := w.size
 	log0 := w.logFlushes.Load()
@@ -129,7 +129,7 @@ func TestQuietBlockMadeAgain(t *testing.T) {
 			dev := needQuietFlush(t, filepath.Dir(dir))
 			create("/memories/first.md")
 			if w.quiet == nil {
-				t.Fatal("no quiet file set up")
+				t.Fatal("no quiet file set up:", w.quietWhy)
 			}
 			q := filepath.Join(dir, quietDir)
 			do(t, q)
@@ -140,9 +140,9 @@ func TestQuietBlockMadeAgain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := openQuietFile(fsys, dev)
-			if f == nil {
-				t.Fatal("no quiet file made again")
+			f, err := openQuietFile(fsys, dev)
+			if err != nil {
+				t.Fatal("no quiet file made again:", err)
 			}
 			f.Close()
 			checkQuietBlock(t, q, dev)

@@ -148,6 +148,7 @@ type walState struct {
 	// at the first flush; only the flushing writer touches them.
 	quiet      *quietFlush
 	quietTried bool
+	quietWhy   error // why there is no quiet file (tests show it)
 	// Flushes made through the quiet file and with fdatasync of the log (tests read them).
 	quietFlushes, logFlushes atomic.Int64
 
@@ -323,7 +324,7 @@ func (w *walState) flushLog(fsys FS, retry, grown bool) error {
 func (w *walState) flushFile(fsys FS, grown bool) error {
 	if !w.quietTried {
 		w.quietTried = true
-		w.quiet = setupQuietFlush(fsys, w.file)
+		w.quiet, w.quietWhy = setupQuietFlush(fsys, w.file)
 	}
 	if !grown && w.quiet != nil && w.quiet.covers(w.file) {
 		w.quietFlushes.Add(1)
