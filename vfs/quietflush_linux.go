@@ -28,7 +28,7 @@ import (
 // and its neighbours are the store's other busy files (the storage directory itself,
 // changed by every creation and rename, the history's log, the lock file). That is a third
 // trip to the disk, waited for, on one flush in five to one in two (block tracing of the
-// side-by-side mix: 222–705 such writes for 1,200 flushes), for nothing the log needs: its
+// side-by-side mix: 222–709 such writes for 1,200 flushes), for nothing the log needs: its
 // records overwrite blocks allocated and flushed when it grew, inside its size, so only
 // their data and the cache flush matter. The quiet file's block holds only inodes of the
 // store's own files that nothing writes (quietDir: a whole block of them is made once), so
@@ -141,9 +141,11 @@ func diskFlushes(dev uint64) (self, disk uint64, ok bool) {
 }
 
 // flushesDisk checks that fdatasync of the quiet file sends the disk a cache flush: the
-// disk's count of flushes must grow by at least as many calls.
+// disk's count of flushes must grow by at least as many calls. Eight calls in a row (well
+// under a millisecond here), so that other processes' flushes cannot pass for ours unless
+// they flush thousands of times a second, and only once per store and process.
 func (q *quietFlush) flushesDisk() error {
-	const calls = 2
+	const calls = 8
 	self0, disk0, ok := diskFlushes(q.dev)
 	if !ok {
 		return errors.New("the disk's count of flushes unread")
