@@ -1,8 +1,6 @@
 package vfs
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -222,9 +220,7 @@ func openQuietFile(fsys FS, dev uint64) (afero.File, error) {
 		return f, nil
 	}
 	fsys.RemoveAll(quietDir)
-	var b [8]byte
-	rand.Read(b[:])
-	tmp := quietDir + ".tmp-" + hex.EncodeToString(b[:])
+	tmp := quietDir + ".tmp-" + newEpoch() // 16 random hex digits
 	if err := makeQuietBlock(fsys, tmp, dev); err != nil {
 		fsys.RemoveAll(tmp)
 		return nil, err
