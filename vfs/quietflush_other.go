@@ -16,6 +16,6 @@ func setupQuietFlush(FS, afero.File) (*quietFlush, error) {
 	return nil, errors.New("not Linux")
 }
 
-func (*quietFlush) covers(afero.File) bool { return false }
-func (*quietFlush) flush(afero.File) error { return nil }
-func (*quietFlush) close()                 {}
+func (*quietFlush) covers(afero.File) bool   { return false }
+func (*quietFlush) flush(f afero.File) error { return syncFile(f) }
+func (*quietFlush) close()                   {}
