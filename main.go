@@ -404,6 +404,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return handlers.New(store, limits, opts...), store, where, nil
 	}
+	// prepare readies a store opened for serving in the background, while the client starts
+	// (see vfs.Store.Prepare), and logs how that went.
+	prepare := func(store *vfs.Store, where string) {
+		start := time.Now()
+		store.Prepare(func(err error) {
+			switch {
+			case err == nil:
+				log.Debug().Str("store", where).Dur("took", time.Since(start)).Msg("store prepared")
+			case !errors.Is(err, context.Canceled):
+				log.Warn().Err(err).Str("store", where).Msg("store not prepared; its first change will try again")
+			}
+		})
+	}
 	var (
 		h      *handlers.Handlers
 		where  string
@@ -440,9 +453,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return 1
 		}
 		defer store.Close()
+		prepare(store, where)
 		expiry = append(expiry, server.ExpiryTarget{Store: store})
 	}
-	ts := &tenantSet{open: open, stores: map[string]openedTenant{}}
+	ts := &tenantSet{open: open, prepare: prepare, stores: map[string]openedTenant{}}
 	defer ts.close()
 	if specs != nil {
 		if err := ts.load(specs); err != nil {

@@ -157,6 +157,17 @@ func startHTTP(t *testing.T, transport string, args ...string) *serverProc {
 	return p
 }
 
+// awaitPrepared waits until a server started with -log-level debug has prepared n stores.
+func awaitPrepared(t *testing.T, p *serverProc, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(p.stderr.String(), `"message":"store prepared"`) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stores not prepared in 20 s:\n%s", n, p.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func connect(t *testing.T, transport mcp.Transport, version string) *mcp.ClientSession {
 	t.Helper()
 	var copts *mcp.ClientOptions
@@ -300,6 +311,50 @@ func TestDefaultRoot(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("memory directory mode %v, want 0700", fi.Mode().Perm())
+	}
+}
+
+// A server prepares its store while the client starts (vfs.Store.Prepare): before any
+// change, the write-ahead log is there, written in advance, so that the first change
+// appends and flushes its record as every later one does.
+func TestStoreReadiedAtStart(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
+	}
+	awaitLog := func(t *testing.T, root string) {
+		t.Helper()
+		wal := filepath.Join(root, ".memory-mcp-history", "wal")
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if fi, err := os.Stat(wal); err == nil && fi.Size() == 1<<20 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no write-ahead log of 1 MiB in %s 20 s after the start, before any change", root)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// A tenant's store is prepared as it is opened; a read-only tenant's is left alone.
+	ts, file := setupTenants(t)
+	startHTTP(t, "http", "-root", ts.root, "-tenants", file)
+	awaitLog(t, filepath.Join(ts.root, "alice"))
+	awaitLog(t, filepath.Join(ts.root, "bob"))
+	if _, err := os.Stat(filepath.Join(ts.root, "carol", ".memory-mcp-history")); err == nil {
+		t.Error("a read-only tenant's store was prepared")
+	}
+
+	root := filepath.Join(t.TempDir(), "m")
+	cmd := exec.Command(binary, "-root", root)
+	cmd.Env = testEnv(t)
+	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+	awaitLog(t, root)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; res.IsError || !strings.HasSuffix(text, "\n0\t/memories") && !strings.HasSuffix(text, "\n0B\t/memories") {
+		t.Errorf("the prepared store's listing: %q (the bookkeeping must stay hidden)", text)
 	}
 }
 
@@ -543,7 +598,8 @@ func TestReadmeRunCommand(t *testing.T) {
 // -read-only lists only view and refuses changes with the exact message, in both tool modes.
 func TestReadOnlyFlag(t *testing.T) {
 	for _, mode := range []string{"split", "single"} {
-		cmd := exec.Command(binary, "-root", filepath.Join(t.TempDir(), "m"), "-read-only", "-tools", mode)
+		root := filepath.Join(t.TempDir(), "m")
+		cmd := exec.Command(binary, "-root", root, "-read-only", "-tools", mode)
 		cmd.Env = testEnv(t)
 		cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
 		tools, err := cs.ListTools(context.Background(), nil)
@@ -563,6 +619,10 @@ func TestReadOnlyFlag(t *testing.T) {
 		}
 		if text := res.Content[0].(*mcp.TextContent).Text; text != "Error: The memory store is read-only" || !res.IsError {
 			t.Errorf("%s: create gave %q", mode, text)
+		}
+		cs.Close()
+		if entries, _ := os.ReadDir(root); len(entries) != 0 {
+			t.Errorf("%s: a read-only server wrote %v", mode, entries)
 		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 // open (its token may change); the others get theirs opened. Memories of removed tenants
 // stay open until the server stops, since calls may still be running on them.
 type tenantSet struct {
-	open func(dir string, readOnly bool) (*handlers.Handlers, *vfs.Store, string, error)
+	open    func(dir string, readOnly bool) (*handlers.Handlers, *vfs.Store, string, error)
+	prepare func(store *vfs.Store, where string) // readies a store opened for serving
 
 	mu      sync.Mutex
 	specs   []server.TenantSpec
@@ -37,7 +38,7 @@ func (ts *tenantSet) load(specs []server.TenantSpec) error {
 			next[spec.Dir] = o
 			continue
 		}
-		h, store, _, err := ts.open(spec.Dir, spec.ReadOnly)
+		h, store, where, err := ts.open(spec.Dir, spec.ReadOnly)
 		if err != nil {
 			for dir, o := range next {
 				if _, kept := ts.stores[dir]; !kept {
@@ -45,6 +46,9 @@ func (ts *tenantSet) load(specs []server.TenantSpec) error {
 				}
 			}
 			return fmt.Errorf("cannot open the memory of tenant %s: %v", spec.Name, err)
+		}
+		if ts.prepare != nil {
+			ts.prepare(store, where)
 		}
 		next[spec.Dir] = openedTenant{readOnly: spec.ReadOnly, h: h, store: store}
 	}

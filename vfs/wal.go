@@ -253,22 +253,97 @@ func (w *walState) flushTo(fsys FS, pos uint64) error {
 			w.cond.Wait()
 			continue
 		}
-		w.flushing = true
-		target, grown := w.appended, w.grown
-		w.grown = false
-		w.mu.Unlock()
-		err := w.flushLog(fsys, true, grown)
-		w.mu.Lock()
-		w.flushing = false
-		if err == nil {
-			w.durable = max(w.durable, target)
-		} else if grown {
-			w.grown = true
-		}
-		w.cond.Broadcast()
-		if err != nil {
+		if err := w.flushLocked(fsys); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// flushLocked flushes everything appended so far as the flushing writer, with w.mu held
+// on entry and on return (released during the flush), when no other writer flushes.
+func (w *walState) flushLocked(fsys FS) error {
+	w.flushing = true
+	target, grown := w.appended, w.grown
+	w.grown = false
+	w.mu.Unlock()
+	err := w.flushLog(fsys, true, grown)
+	w.mu.Lock()
+	w.flushing = false
+	if err == nil {
+		w.durable = max(w.durable, target)
+	} else if grown {
+		w.grown = true
+	}
+	w.cond.Broadcast()
+	return err
+}
+
+// ready sets up what the first flush would (the log's descriptor, the quiet file and its
+// proof, see setupQuietFlush) by making that flush now, unless one was made already.
+func (w *walState) ready(fsys FS) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.flushing {
+		w.cond.Wait()
+	}
+	if w.quietTried && w.file != nil {
+		return nil
+	}
+	return w.flushLocked(fsys)
+}
+
+// prepareLog makes the log ready for the first record, inside a write transaction
+// (AferoStorage.prepare): the history's directories made, the log written in advance
+// (walChunk of zeros) and both made durable, and the history's log begun with its header
+// line, so that the first change appends and flushes its record as every later one does.
+// It appends no record and no version. A log already that long is left alone, and the
+// store's change counter with it.
+func (ht *historyTx) prepareLog(h *fileHistory) error {
+	w := h.wal
+	if fi, err := ht.fs().Stat(walName); err == nil && fi.Size() >= walChunk {
+		return nil
+	}
+	if _, err := ht.writer(); err != nil { // tells other processes, loads the history
+		return err
+	}
+	f, _, fresh, err := w.rec.use(ht, h, walName, os.O_RDWR)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		w.reopen.Store(true)
+	}
+	if w.end < 0 || ht.tx.external || fresh {
+		if err := w.locate(f); err != nil {
+			w.end = -1
+			w.rec.drop()
+			return err
+		}
+	}
+	if w.size < walChunk {
+		newFile := w.size == 0
+		// Zeros past the log's end: whatever records it holds stay as they are.
+		if err := writeZeros(f, w.size, walChunk-w.size); err != nil {
+			w.end = -1
+			w.rec.drop()
+			return err
+		}
+		w.size = walChunk
+		if err := syncFile(f); err != nil { // the zeros and the log's new size
+			w.mu.Lock()
+			w.grown = true // the next flush makes them durable
+			w.mu.Unlock()
+			return err
+		}
+		if newFile {
+			if err := ht.fs().SyncDir(historyDir); err != nil { // its directory entry too
+				return err
+			}
+		}
+	}
+	if h.offset == 0 {
+		return ht.appendLines(h, false) // the history's log, with its header line
 	}
 	return nil
 }
