@@ -3,7 +3,9 @@ package vfs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -88,7 +90,16 @@ func (s *Store) Prepare(done func(error)) {
 			done(ctx.Err())
 			return
 		}
-		err := p.prepare(ctx)
+		err := func() (err error) {
+			defer func() {
+				// Nothing waits for this goroutine's panic to be recovered: it would end the
+				// server. The first change meets the same state and reports it.
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic while preparing the store: %v\n%s", r, debug.Stack())
+				}
+			}()
+			return p.prepare(ctx)
+		}()
 		<-prepSlots
 		done(err)
 	}()

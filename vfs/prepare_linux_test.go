@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -207,7 +208,21 @@ func TestPrepareInTheBackground(t *testing.T) {
 	m := NewMemoryStore()
 	m.Prepare(nil)
 	m.Close()
+
+	// A panic while preparing is reported to done, not left to end the process.
+	p := NewStore(panicky{NewAferoStorage(NewMemFs())})
+	got := make(chan error, 1)
+	p.Prepare(func(err error) { got <- err })
+	if err := <-got; err == nil || !strings.Contains(err.Error(), "panic while preparing the store: boom") {
+		t.Errorf("a panic while preparing gave %v", err)
+	}
+	p.Close()
 }
+
+// panicky is storage whose preparation panics.
+type panicky struct{ *AferoStorage }
+
+func (panicky) prepare(context.Context) error { panic("boom") }
 
 // BenchmarkFirstChange is what Prepare saves: the first change of a new os store (a
 // create), as a fresh process makes it, without and with the store prepared before.
