@@ -143,7 +143,7 @@ func TestPrepareKeepsTheRecords(t *testing.T) {
 	}
 	crashed := copyTree(t, disk)
 	d.Close()
-	crashDisk(t, crashed, filepath.Join(disk)) // the records, as a crash of the machine leaves them
+	crashDisk(t, crashed, disk) // the records, as a crash of the machine leaves them
 	r, err := OpenOSStore(crashed)
 	if err != nil {
 		t.Fatal(err)

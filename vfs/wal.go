@@ -307,19 +307,9 @@ func (ht *historyTx) prepareLog(h *fileHistory) error {
 	if _, err := ht.writer(); err != nil { // tells other processes, loads the history
 		return err
 	}
-	f, _, fresh, err := w.rec.use(ht, h, walName, os.O_RDWR)
+	f, err := ht.openWAL(h)
 	if err != nil {
 		return err
-	}
-	if fresh {
-		w.reopen.Store(true)
-	}
-	if w.end < 0 || ht.tx.external || fresh {
-		if err := w.locate(f); err != nil {
-			w.end = -1
-			w.rec.drop()
-			return err
-		}
 	}
 	if w.size < walChunk {
 		newFile := w.size == 0
@@ -435,7 +425,7 @@ func (w *walState) close() {
 // last group that checkpoint covered.
 func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bool) (err error) {
 	w := h.wal
-	f, _, fresh, err := w.rec.use(ht, h, walName, os.O_RDWR)
+	f, err := ht.openWAL(h)
 	if err != nil {
 		return err
 	}
@@ -444,18 +434,6 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 			w.rec.drop() // opened anew by the next change
 		}
 	}()
-	// A log opened anew may be another file than the one end and size describe: one made
-	// again after the history's directory was removed by hand. The flushing writer's
-	// descriptor may be of the old one.
-	if fresh {
-		w.reopen.Store(true)
-	}
-	if w.end < 0 || ht.tx.external || fresh {
-		if err := w.locate(f); err != nil {
-			w.end = -1
-			return err
-		}
-	}
 	var buf bytes.Buffer
 	if w.torn {
 		buf.WriteByte('\n') // ends a line a killed process left half-written: never read
@@ -522,6 +500,31 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 		w.due = true
 	}
 	return nil
+}
+
+// openWAL returns the log's descriptor for this change, kept from the last one or opened
+// anew, with end and size describing the log it is of (see locate). On an error the
+// descriptor is dropped, and the next change opens the log again.
+func (ht *historyTx) openWAL(h *fileHistory) (afero.File, error) {
+	w := h.wal
+	f, _, fresh, err := w.rec.use(ht, h, walName, os.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	// A log opened anew may be another file than the one end and size describe: one made
+	// again after the history's directory was removed by hand. The flushing writer's
+	// descriptor may be of the old one.
+	if fresh {
+		w.reopen.Store(true)
+	}
+	if w.end < 0 || ht.tx.external || fresh {
+		if err := w.locate(f); err != nil {
+			w.end = -1
+			w.rec.drop()
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // locate finds where the log's records end (the first zero byte), from where this process
