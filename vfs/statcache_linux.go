@@ -74,6 +74,11 @@ type dirStats struct {
 	// they were read.
 	list   map[string]bool
 	listAt time.Duration
+	// The same names in order, kept in step with list (a name an event adds is inserted,
+	// one found gone removed), so that a listing need not sort them; and those of them
+	// whose value in list is false (events named them since they were last looked up).
+	sorted []string
+	marked []string
 }
 
 // fileID is a file's device and inode number.
@@ -151,15 +156,15 @@ func (c *statCache) entries(fd int, dev uint64, readNames func() ([]string, erro
 		return statNames(readNames, stat)
 	}
 	now := time.Since(c.start)
-	names, check, ok := c.knownNames(d, now)
+	names, check, ok := c.knownNames(d, now) // in order
 	if !ok {
 		var err error
 		if names, err = readNames(); err != nil {
 			return nil, err
 		}
+		slices.Sort(names)
 		c.rememberNames(d, gen, names, now)
 	}
-	slices.Sort(names)
 	if len(check) > 0 {
 		// The names events named since: each is looked up.
 		gone := map[string]bool{}
@@ -215,7 +220,7 @@ func (c *statCache) entries(fd int, dev uint64, readNames func() ([]string, erro
 	return slices.DeleteFunc(out, func(e Entry) bool { return e.Name == "" }), nil
 }
 
-// knownNames returns the names of d as remembered, if they are not older than
+// knownNames returns the names of d as remembered, in order, if they are not older than
 // statCacheTTL, and those of them to look up (events named them since).
 func (c *statCache) knownNames(d *dirStats, now time.Duration) (names, check []string, ok bool) {
 	c.mu.Lock()
@@ -223,15 +228,8 @@ func (c *statCache) knownNames(d *dirStats, now time.Duration) (names, check []s
 	if d.list == nil || now-d.listAt >= statCacheTTL || c.byWd[d.wd] != d {
 		return nil, nil, false
 	}
-	names = make([]string, 0, len(d.list))
-	for n, there := range d.list {
-		names = append(names, n)
-		if !there {
-			check = append(check, n)
-		}
-	}
 	c.nameHits.Add(1)
-	return names, check, true
+	return slices.Clone(d.sorted), slices.Clone(d.marked), true
 }
 
 // lookedUp records what looking up the names check of d found (gone: not there), unless
@@ -249,15 +247,21 @@ func (c *statCache) lookedUp(d *dirStats, gen uint64, check []string, gone map[s
 		if gone[n] {
 			delete(d.list, n)
 			c.n--
+			if i, found := slices.BinarySearch(d.sorted, n); found {
+				d.sorted = slices.Delete(d.sorted, i, i+1)
+			}
 		} else {
 			d.list[n] = true
 		}
 	}
+	// No event was applied since knownNames (gen): the names marked then are all looked
+	// up now, and no other.
+	d.marked = d.marked[:0]
 }
 
-// rememberNames keeps names, read from d's directory after the events of generation gen
-// were applied, unless events were applied since (their changes may be newer than the
-// read, and they were applied to no names).
+// rememberNames keeps names (in order), read from d's directory after the events of
+// generation gen were applied, unless events were applied since (their changes may be
+// newer than the read, and they were applied to no names).
 func (c *statCache) rememberNames(d *dirStats, gen uint64, names []string, now time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -269,6 +273,7 @@ func (c *statCache) rememberNames(d *dirStats, gen uint64, names []string, now t
 	for _, n := range names {
 		d.list[n] = true
 	}
+	d.sorted, d.marked = slices.Clone(names), nil
 	d.listAt = now
 }
 
@@ -349,13 +354,19 @@ func (c *statCache) markName(d *dirStats, name string, mask uint32) {
 	if d.list == nil || mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) == 0 {
 		return
 	}
-	if _, ok := d.list[name]; !ok {
+	there, ok := d.list[name]
+	if !ok {
 		if c.n >= statCacheMax {
 			c.n -= len(d.list)
-			d.list = nil // read again at the next listing
+			d.list, d.sorted, d.marked = nil, nil, nil // read again at the next listing
 			return
 		}
 		c.n++
+		i, _ := slices.BinarySearch(d.sorted, name)
+		d.sorted = slices.Insert(d.sorted, i, name)
+	}
+	if there || !ok {
+		d.marked = append(d.marked, name)
 	}
 	d.list[name] = false
 }

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -346,6 +347,40 @@ func raceListings(t *testing.T, dir string, change func(round int)) {
 		if got, want := listAll(t, osfs), hostListing(t, dir); !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d, after the changes stopped:\n got %v\nwant %v", round, got, want)
 		}
+		checkNamesInStep(t, osfs)
+	}
+}
+
+// checkNamesInStep fails the test unless every directory's names in order (sorted) are
+// its known names (list), and its marked names those whose look-up is due.
+func checkNamesInStep(t *testing.T, osfs *OSFs) {
+	t.Helper()
+	c, _ := osfs.statCache()
+	osfsCheck(t, c)
+}
+
+// checkDirNames fails the test unless d's names in order (sorted) are its known names
+// (list), and its marked names those whose look-up is due, each once.
+func checkDirNames(t *testing.T, d *dirStats) {
+	t.Helper()
+	var keys, due []string
+	for n, there := range d.list {
+		keys = append(keys, n)
+		if !there {
+			due = append(due, n)
+		}
+	}
+	slices.Sort(keys)
+	slices.Sort(due)
+	marked := slices.Sorted(slices.Values(d.marked))
+	if len(slices.Compact(slices.Clone(marked))) != len(marked) {
+		t.Fatalf("a name marked twice: %v", d.marked)
+	}
+	if !slices.Equal(keys, d.sorted) && (len(keys) > 0 || len(d.sorted) > 0) {
+		t.Fatalf("names in order %v, known names %v", d.sorted, keys)
+	}
+	if !slices.Equal(due, marked) && (len(due) > 0 || len(marked) > 0) {
+		t.Fatalf("names marked %v, names due for a look-up %v", d.marked, due)
 	}
 }
 
@@ -462,6 +497,7 @@ func TestStatCacheForgetsNamesAfterTTL(t *testing.T) {
 	c.mu.Lock()
 	for _, d := range c.byWd {
 		delete(d.list, "a.md")
+		d.sorted = slices.DeleteFunc(d.sorted, func(n string) bool { return n == "a.md" })
 	}
 	c.mu.Unlock()
 	if got := listAll(t, osfs); len(got) != 0 {
@@ -550,5 +586,120 @@ func TestStatCacheKeepsNoLookUpAcrossEvents(t *testing.T) {
 	must(t, err)
 	if !slices.ContainsFunc(got, func(e Entry) bool { return e.Name == "a.md" }) {
 		t.Fatalf("listing after the race: %+v, want a.md", got)
+	}
+}
+
+// The names a listing takes from the cache come in order without being sorted again: the
+// cache inserts the names events add and removes those found gone, and marks for a
+// look-up exactly the names events named since the last one.
+func TestStatCacheKeepsNamesInOrder(t *testing.T) {
+	dir, c, dev, fd := oneFileStore(t)
+	stat := statFileIn(fd)
+	list := func() []string {
+		t.Helper()
+		got, err := c.entries(fd, dev, namesIn(t, dir), stat)
+		must(t, err)
+		var names []string
+		for _, e := range got {
+			names = append(names, e.Name)
+		}
+		return names
+	}
+	for _, n := range []string{"m.md", "c.md", "x.md"} {
+		must(t, os.WriteFile(filepath.Join(dir, n), nil, 0o600))
+	}
+	list() // the names read, then kept
+	steps := []func(){
+		func() { must(t, os.WriteFile(filepath.Join(dir, "b.md"), nil, 0o600)) },
+		func() { must(t, os.Rename(filepath.Join(dir, "x.md"), filepath.Join(dir, "d.md"))) },
+		func() { must(t, os.Remove(filepath.Join(dir, "c.md"))) },
+		func() {
+			must(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, "a.md"), unix.AT_FDCWD, filepath.Join(dir, "m.md"), unix.RENAME_EXCHANGE))
+		},
+		func() { // named twice before a look-up: marked once
+			must(t, os.WriteFile(filepath.Join(dir, "z.md"), nil, 0o600))
+			must(t, os.Rename(filepath.Join(dir, "z.md"), filepath.Join(dir, "y.md")))
+			must(t, os.Rename(filepath.Join(dir, "y.md"), filepath.Join(dir, "z.md")))
+		},
+	}
+	for i, step := range steps {
+		step()
+		c.dir(fd, dev) // the events applied, the names they named not yet looked up
+		osfsCheck(t, c)
+		before := c.nameHits.Load()
+		got := list()
+		if c.nameHits.Load() == before {
+			t.Fatalf("step %d: the names did not come from the cache: the test does not see it", i)
+		}
+		want := hostNames(t, dir)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: listed %v, want %v", i, got, want)
+		}
+		osfsCheck(t, c)
+	}
+}
+
+// hostNames lists dir's names in order, as the host does.
+func hostNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// osfsCheck fails the test unless the cache's names are in step (see checkNamesInStep).
+func osfsCheck(t *testing.T, c *statCache) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.byWd {
+		checkDirNames(t, d)
+	}
+}
+
+// BenchmarkListAfterChanges lists a directory of 150 files the way the side-by-side mix
+// does: after each listing a file is created and another renamed (here by another
+// program), so every listing applies their events and looks those names up again.
+func BenchmarkListAfterChanges(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 150 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("moved-%d.md", i)), []byte("# notes\n- fact\nfirst LINE\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	list := func() {
+		if err := s.View(context.Background(), func(tx *Tx) error {
+			_, err := tx.Tree(MustResolve("/memories"), 2, func(name string) bool { return name[0] == '.' })
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	list()
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		note, moved := filepath.Join(dir, fmt.Sprintf("note-%d.md", i)), filepath.Join(dir, fmt.Sprintf("x-%d.md", i))
+		if err := os.WriteFile(note, []byte("# notes\nfirst line\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(note, moved); err != nil {
+			b.Fatal(err)
+		}
+		if i >= 150 { // the directory keeps about 300 names
+			os.Remove(filepath.Join(dir, fmt.Sprintf("x-%d.md", i-150)))
+		}
+		i++
+		b.StartTimer()
+		list()
 	}
 }
