@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -74,12 +75,20 @@ type dirStats struct {
 	// they were read.
 	list   map[string]bool
 	listAt time.Duration
-	// The same names in order, kept in step with list (a name an event adds is inserted,
-	// one found gone removed), so that a listing need not sort them; and those of them
-	// whose value in list is false (events named them since they were last looked up).
-	sorted []string
-	marked []string
+	// The same names in order, so that a listing need not sort them: kept in step with
+	// list while few names come and go between listings (a name an event adds is
+	// inserted, one found gone removed, each a copy of the slice), else nil until the next
+	// listing sorts them again (see maxInserts). And those of list's names whose value is
+	// false (events named them since they were last looked up).
+	sorted  []string
+	inserts int // names inserted into or removed from sorted since the last listing
+	marked  []string
 }
+
+// maxInserts bounds the names inserted into or removed from a directory's sorted names
+// between two listings: each costs a copy of the slice, and a burst of creations (another
+// program's, in a directory of tens of thousands of names) is cheaper sorted once.
+const maxInserts = 64
 
 // fileID is a file's device and inode number.
 type fileID struct{ dev, ino uint64 }
@@ -229,7 +238,30 @@ func (c *statCache) knownNames(d *dirStats, now time.Duration) (names, check []s
 		return nil, nil, false
 	}
 	c.nameHits.Add(1)
+	if d.sorted == nil {
+		d.sorted = slices.Sorted(maps.Keys(d.list))
+	}
+	d.inserts = 0
 	return slices.Clone(d.sorted), slices.Clone(d.marked), true
+}
+
+// resort adds (or, with gone, removes) name in d's sorted names, or drops them to be
+// sorted again once more than maxInserts names came or went since the last listing.
+func (d *dirStats) resort(name string, gone bool) {
+	if d.sorted == nil {
+		return
+	}
+	if d.inserts++; d.inserts > maxInserts {
+		d.sorted = nil
+		return
+	}
+	i, found := slices.BinarySearch(d.sorted, name)
+	switch {
+	case gone && found:
+		d.sorted = slices.Delete(d.sorted, i, i+1)
+	case !gone && !found:
+		d.sorted = slices.Insert(d.sorted, i, name)
+	}
 }
 
 // lookedUp records what looking up the names check of d found (gone: not there), unless
@@ -247,9 +279,7 @@ func (c *statCache) lookedUp(d *dirStats, gen uint64, check []string, gone map[s
 		if gone[n] {
 			delete(d.list, n)
 			c.n--
-			if i, found := slices.BinarySearch(d.sorted, n); found {
-				d.sorted = slices.Delete(d.sorted, i, i+1)
-			}
+			d.resort(n, true)
 		} else {
 			d.list[n] = true
 		}
@@ -273,7 +303,7 @@ func (c *statCache) rememberNames(d *dirStats, gen uint64, names []string, now t
 	for _, n := range names {
 		d.list[n] = true
 	}
-	d.sorted, d.marked = slices.Clone(names), nil
+	d.sorted, d.inserts, d.marked = slices.Clone(names), 0, nil
 	d.listAt = now
 }
 
@@ -362,8 +392,7 @@ func (c *statCache) markName(d *dirStats, name string, mask uint32) {
 			return
 		}
 		c.n++
-		i, _ := slices.BinarySearch(d.sorted, name)
-		d.sorted = slices.Insert(d.sorted, i, name)
+		d.resort(name, false)
 	}
 	if there || !ok {
 		d.marked = append(d.marked, name)
