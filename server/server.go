@@ -59,10 +59,11 @@ type Server struct {
 	notify         *notifier                     // resource notifications
 	// toolHandlers are the tools' handlers by name, for the direct way to a tool call (see
 	// direct.go).
-	toolHandlers map[string]mcpserver.ToolHandlerFunc
-	directCalls  atomic.Int64 // tool calls served the direct way (tests read it)
-	handoffs     atomic.Int64 // times a stdio call passed the reading on (tests read it)
-	yields       atomic.Int64 // times a stdio worker yielded between calls (tests read it)
+	toolHandlers  map[string]mcpserver.ToolHandlerFunc
+	directCalls   atomic.Int64 // tool calls served the direct way (tests read it)
+	handoffs      atomic.Int64 // times a stdio call passed the reading on (tests read it)
+	handoffTimers atomic.Int64 // times a stdio worker set its hand-off timer (tests read it)
+	yields        atomic.Int64 // times a stdio worker yielded between calls (tests read it)
 	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
 	// results (the direct way stamps it too).
 	implementation mcp.Implementation

@@ -130,6 +130,50 @@ func TestStdioWorkerYieldsBetweenCalls(t *testing.T) {
 	}
 }
 
+// A worker that serves a stream of quick calls sets its hand-off timer at most once per
+// handoffAfter, not once per call (see handoff): the timer, left set from call to call,
+// fires at most once per handoffAfter, and is set again only after it found no call
+// running.
+func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
+	st := vfs.NewMemoryStore()
+	defer st.Close()
+	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lines, done := serveStdioTest(s, r)
+	call := func(line, id string) {
+		t.Helper()
+		if _, err := io.WriteString(w, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		awaitAnswer(t, lines, id, func(stdioLine) {})
+	}
+	call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "0")
+	io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	before := s.handoffTimers.Load()
+	start := time.Now()
+	const calls = 200
+	for i := 1; i <= calls; i++ {
+		id := strconv.Itoa(i)
+		call(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`, id)
+	}
+	elapsed := time.Since(start)
+	n, most := s.handoffTimers.Load()-before, int64(elapsed/handoffAfter)+1
+	if n > most {
+		t.Errorf("the hand-off timer was set %d times in %v of %d calls, want at most %d", n, elapsed, calls, most)
+	}
+	if most >= calls {
+		t.Logf("calls too slow to tell (%v for %d): the timer may be set for each", elapsed, calls)
+	}
+	w.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // stdioLine is a line the server wrote, with the time the test read it.
 type stdioLine struct {
 	text string
