@@ -648,16 +648,18 @@ func (f *OSFs) SetUsage(gen uint64, usage int64) error {
 // UnlockStorage releases the lock taken by LockStorage.
 func (f *OSFs) UnlockStorage() error {
 	f.lockMu.Lock()
-	defer f.lockMu.Unlock()
 	if f.holders--; f.holders > 0 {
+		f.lockMu.Unlock()
 		return nil
 	}
 	f.dirs.stop()
-	f.startSpare() // after the change that took the last one, while its flush waits
-	if f.lock == nil {
-		return nil
+	var err error
+	if f.lock != nil {
+		err = funlock(f.lock)
 	}
-	return funlock(f.lock)
+	f.lockMu.Unlock()
+	f.startSpare() // after the change that took the last one, once the lock is free, before its flush
+	return err
 }
 
 // flockWait takes a flock without blocking in the kernel, retrying with growing pauses

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // openFDs counts this process's open descriptors.
@@ -125,6 +126,152 @@ func TestSpareNamesNewFiles(t *testing.T) {
 			}
 			if n := openFDs(t); n != fds {
 				t.Errorf("%d descriptors open after Close, %d before NewOSFs", n, fds)
+			}
+		})
+	}
+}
+
+// spareChanges makes the files names in f, one change each, and waits for the spares.
+func spareChanges(t *testing.T, f *OSFs, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := f.LockStorage(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+		err := f.WriteFileUnsynced(name, []byte(name), true)
+		if uerr := f.UnlockStorage(); uerr != nil {
+			t.Fatal(uerr)
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		f.spare.made.Wait()
+	}
+}
+
+// Where the storage has a history directory, the spares are made in a directory of their
+// own below it (made once, under a random name renamed into place, so nothing else is left
+// there), and still named where the creations are; without one, in the storage root, and
+// nothing is made. A symbolic link in the directory's place is not followed: the spares are
+// then made in the root.
+func TestSpareMadeInItsDirectory(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		history bool
+		link    bool
+		want    bool // made in spareDir
+	}{
+		{"history", true, false, true},
+		{"no-history", false, false, false},
+		{"link", true, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			outside := t.TempDir()
+			if c.history {
+				if err := os.Mkdir(filepath.Join(dir, historyDir), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.link {
+				if err := os.Symlink(outside, filepath.Join(dir, spareDir)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, err := NewOSFs(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			names := []string{"a.md", "b.md", "c.md"}
+			spareChanges(t, f, names...)
+			f.spare.mu.Lock()
+			in, named := f.spare.inSpareDir, f.spare.named
+			f.spare.mu.Unlock()
+			if named != len(names)-1 {
+				t.Errorf("%d spares named, want %d", named, len(names)-1)
+			}
+			if got := in == len(names); got != c.want {
+				t.Errorf("%d of %d spares made in %s, want all: %v", in, len(names), spareDir, c.want)
+			}
+			for _, name := range names {
+				if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != name {
+					t.Errorf("%s holds %q (%v)", name, got, err)
+				}
+			}
+			fi, err := os.Lstat(filepath.Join(dir, spareDir))
+			switch {
+			case c.want && (err != nil || !fi.IsDir()):
+				t.Errorf("%s: %v, want a directory", spareDir, err)
+			case !c.history && err == nil:
+				t.Errorf("%s made without a history directory", spareDir)
+			}
+			if c.history {
+				ents, err := os.ReadDir(filepath.Join(dir, historyDir))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range ents {
+					if e.Name() != filepath.Base(spareDir) {
+						t.Errorf("left in the history's directory: %s", e.Name())
+					}
+				}
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Errorf("%d entries made through the link", len(ents))
+			}
+		})
+	}
+}
+
+// A spare made quickly (under spareSyncMax) makes the next one on the change's own
+// goroutine, ready as the storage lock is released; one made slowly sends the next to a
+// goroutine of its own.
+func TestSpareMadeOnTheChangeWhenQuick(t *testing.T) {
+	defer func(old time.Duration) { spareSyncMax = old }(spareSyncMax)
+	for _, c := range []struct {
+		name     string
+		max      time.Duration
+		onChange int
+	}{
+		{"quick", time.Hour, 3}, // all but the first, which no spare before it timed
+		{"slow", 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spareSyncMax = c.max
+			dir := t.TempDir()
+			if err := os.Mkdir(filepath.Join(dir, historyDir), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			f, err := NewOSFs(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			spareChanges(t, f, "a.md", "b.md", "c.md", "d.md")
+			f.spare.mu.Lock()
+			onChange := f.spare.onChange
+			f.spare.mu.Unlock()
+			if onChange != c.onChange {
+				t.Errorf("%d spares made on the change, want %d", onChange, c.onChange)
+			}
+			if c.onChange > 0 {
+				// Ready the moment the lock is released, without waiting for anything.
+				if _, err := f.LockStorage(context.Background(), true); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.WriteFileUnsynced("e.md", []byte("e"), true); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.UnlockStorage(); err != nil {
+					t.Fatal(err)
+				}
+				f.spare.mu.Lock()
+				have := f.spare.have
+				f.spare.mu.Unlock()
+				if !have {
+					t.Error("no spare ready as the lock was released")
+				}
 			}
 		})
 	}
