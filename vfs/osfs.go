@@ -162,6 +162,7 @@ func (f *OSFs) checkRoot() error {
 	for _, c := range old {
 		c.Close()
 	}
+	f.rootReopened()
 	f.reopened.Add(1)
 	return nil
 }

@@ -190,6 +190,14 @@ func (f *OSFs) makeSpare(dir int) {
 	}
 }
 
+// rootReopened lets the next creation make spareDir in a storage directory put in the
+// place of the one opened before.
+func (f *OSFs) rootReopened() {
+	f.spare.mu.Lock()
+	f.spare.dirTried = false
+	f.spare.mu.Unlock()
+}
+
 // closeSpare frees the spare and makes no more.
 func (f *OSFs) closeSpare() {
 	s := &f.spare

@@ -13,14 +13,33 @@ import (
 	"time"
 )
 
-// openFDs counts this process's open descriptors.
-func openFDs(tb testing.TB) int {
+// openFDs returns this process's open descriptors, each with what it is open on.
+func openFDs(tb testing.TB) map[string]string {
 	tb.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return len(ents)
+	fds := map[string]string{}
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		fds[e.Name()] = target
+	}
+	return fds
+}
+
+// newFDs lists the descriptors open now that were not open, on the same thing, in before.
+// Descriptors that closed meanwhile do not count: a file another test left to the garbage
+// collector may be closed by its finalizer at any time.
+func newFDs(tb testing.TB, before map[string]string) []string {
+	tb.Helper()
+	var opened []string
+	for fd, target := range openFDs(tb) {
+		if was, ok := before[fd]; !ok || was != target {
+			opened = append(opened, fd+" → "+target)
+		}
+	}
+	return opened
 }
 
 // A creation takes the spare made after the one before: the new file has the content, the
@@ -124,8 +143,8 @@ func TestSpareNamesNewFiles(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if n := openFDs(t); n != fds {
-				t.Errorf("%d descriptors open after Close, %d before NewOSFs", n, fds)
+			if opened := newFDs(t, fds); len(opened) > 0 {
+				t.Errorf("descriptors open after Close that were not before NewOSFs: %v", opened)
 			}
 		})
 	}
@@ -274,5 +293,49 @@ func TestSpareMadeOnTheChangeWhenQuick(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A storage directory put in the place of the one opened gets a spare directory of its own
+// (the making is tried again after the reopening).
+func TestSpareDirectoryAfterTheRootIsReplaced(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "store")
+	for _, d := range []string{dir, filepath.Join(dir, historyDir)} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spareChanges(t, f, "a.md", "b.md")
+	if err := os.Rename(dir, filepath.Join(parent, "old")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, historyDir)} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spareChanges(t, f, "c.md", "d.md")
+	if f.Reopened() != 1 {
+		t.Fatalf("reopened %d times, want 1", f.Reopened())
+	}
+	if fi, err := os.Stat(filepath.Join(dir, spareDir)); err != nil || !fi.IsDir() {
+		t.Errorf("no %s in the new storage directory: %v", spareDir, err)
+	}
+	f.spare.mu.Lock()
+	in := f.spare.inSpareDir
+	f.spare.mu.Unlock()
+	if in != 4 {
+		t.Errorf("%d of 4 spares made in %s", in, spareDir)
+	}
+	for _, name := range []string{"c.md", "d.md"} {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != name {
+			t.Errorf("%s holds %q (%v)", name, got, err)
+		}
 	}
 }

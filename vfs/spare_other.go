@@ -11,3 +11,5 @@ func (f *OSFs) createNew(string, []byte, bool) (error, bool) { return nil, false
 func (f *OSFs) startSpare() {}
 
 func (f *OSFs) closeSpare() {}
+
+func (f *OSFs) rootReopened() {}
