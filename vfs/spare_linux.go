@@ -50,7 +50,7 @@ type spareFile struct {
 	have   bool // a spare is ready
 	dir    int  // a descriptor of the storage root to make the next one in, when ask
 	ask    bool // a creation took the spare (or found none): make the next
-	making bool // a goroutine is making one
+	making bool // one is being made
 	off    bool // spares are not possible here, or the filesystem is closed
 	quick  bool // the last one took under spareSyncMax to make: make the next on the change's goroutine
 	made   sync.WaitGroup
@@ -76,8 +76,9 @@ var linkByDescriptor = true
 
 // takeSpare hands out the spare, if one is ready, and asks for the next, to be made in
 // spareDir (or the storage root, root) once the storage lock is released (startSpare): the
-// rest of this change does not compete with it then, and the flush the change waits for
-// hides it. Creations run under the storage's exclusive lock: one at a time.
+// rest of this change does not compete with it then, and the write of its record, under
+// way, or the flush it waits for hides it. Creations run under the storage's exclusive
+// lock: one at a time.
 func (f *OSFs) takeSpare(root int) (fd int, ok bool) {
 	s := &f.spare
 	s.mu.Lock()
