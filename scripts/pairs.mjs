@@ -14,6 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { memoryMix } from './mix.mjs';
 
 const [modules, A, B, pairsArg, roundsArg] = process.argv.slice(2);
 if (!modules || !A || !B) {
@@ -35,16 +36,7 @@ async function measure(bin) {
   await client.connect(transport);
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < rounds; i++) {
-    const f = `/memories/note-${i}.md`, g = `/memories/moved-${i}.md`;
-    for (const [tool, args] of [
-      ['memory_create', { path: f, file_text: '# notes\nfirst line\n' }],
-      ['memory_view', { path: f }],
-      ['memory_str_replace', { path: f, old_str: 'first line', new_str: 'first LINE' }],
-      ['memory_insert', { path: f, insert_line: 1, insert_text: '- fact' }],
-      ['memory_view', { path: '/memories' }],
-      ['memory_rename', { old_path: f, new_path: g }],
-      ['memory_view', { path: g }],
-    ]) {
+    for (const [tool, args] of memoryMix(i)) {
       const res = await client.callTool({ name: tool, arguments: args });
       if (res.isError) throw new Error(`${tool}: ${JSON.stringify(res.content)}`);
     }

@@ -26,6 +26,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { memoryMix } from './mix.mjs';
 
 const [modules, binary, runsArg, roundsArg, before] = process.argv.slice(2);
 if (!modules || !binary) {
@@ -67,18 +68,7 @@ for (const backend of before ? ['os', 'os (before)', 'memory'] : ['os', 'memory'
   const bin = backend === 'os (before)' ? before : binary;
   servers[`memory-mcp ${backend}`] = {
     start: (dir) => ({ command: bin, args: ['-log-level', 'error', ...(backend !== 'memory' ? ['-root', dir] : ['-backend', 'memory'])] }),
-    mix: (_dir, i) => {
-      const f = `/memories/note-${i}.md`, g = `/memories/moved-${i}.md`;
-      return [
-        ['memory_create', { path: f, file_text: '# notes\nfirst line\n' }],
-        ['memory_view', { path: f }],
-        ['memory_str_replace', { path: f, old_str: 'first line', new_str: 'first LINE' }],
-        ['memory_insert', { path: f, insert_line: 1, insert_text: '- fact' }],
-        ['memory_view', { path: '/memories' }],
-        ['memory_rename', { old_path: f, new_path: g }],
-        ['memory_view', { path: g }],
-      ];
-    },
+    mix: (_dir, i) => memoryMix(i),
   };
 }
 

@@ -92,24 +92,8 @@ func TestStdioPassesTheReadingOnForALineOnly(t *testing.T) {
 // yieldEvery, so that the runtime's monitor never takes it for a goroutine that runs too
 // long (see yieldEvery).
 func TestStdioWorkerYieldsBetweenCalls(t *testing.T) {
-	st := vfs.NewMemoryStore()
-	defer st.Close()
-	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	lines, done := serveStdioTest(s, r)
-	call := func(line, id string) {
-		t.Helper()
-		if _, err := io.WriteString(w, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		awaitAnswer(t, lines, id, func(stdioLine) {})
-	}
-	call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "0")
-	io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	s, call, end := initializedStdio(t)
+	defer end()
 	before := s.yields.Load()
 	start := time.Now()
 	// 40 ms of calls, and at least four (on a machine slow enough that a call takes 5 ms,
@@ -124,10 +108,6 @@ func TestStdioWorkerYieldsBetweenCalls(t *testing.T) {
 	if n, most := s.yields.Load()-before, int64(elapsed/yieldEvery)+1; n < 3 || n > most {
 		t.Errorf("%d yields in %v of calls, want 3 to %d", n, elapsed, most)
 	}
-	w.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A worker that serves a stream of quick calls sets its hand-off timer at most once per
@@ -135,24 +115,8 @@ func TestStdioWorkerYieldsBetweenCalls(t *testing.T) {
 // fires at most once per handoffAfter, and is set again only after it found no call
 // running.
 func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
-	st := vfs.NewMemoryStore()
-	defer st.Close()
-	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	lines, done := serveStdioTest(s, r)
-	call := func(line, id string) {
-		t.Helper()
-		if _, err := io.WriteString(w, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		awaitAnswer(t, lines, id, func(stdioLine) {})
-	}
-	call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "0")
-	io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	s, call, end := initializedStdio(t)
+	defer end()
 	before := s.handoffTimers.Load()
 	start := time.Now()
 	const calls = 200
@@ -168,10 +132,38 @@ func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
 	if most >= calls {
 		t.Logf("calls too slow to tell (%v for %d): the timer may be set for each", elapsed, calls)
 	}
-	w.Close()
-	if err := <-done; err != nil {
+}
+
+// initializedStdio serves a server on a memory store over an operating system's pipe, with
+// a session opened by initialize, and returns it, a call that sends a line and waits for
+// the answer with the given id, and end, which closes the input and waits for the server.
+func initializedStdio(t *testing.T) (s *Server, call func(line, id string), end func()) {
+	t.Helper()
+	st := vfs.NewMemoryStore()
+	s = New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
+	r, w, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
+	lines, done := serveStdioTest(s, r)
+	call = func(line, id string) {
+		t.Helper()
+		if _, err := io.WriteString(w, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		awaitAnswer(t, lines, id, func(stdioLine) {})
+	}
+	call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "0")
+	io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	end = func() {
+		w.Close()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		r.Close()
+		st.Close()
+	}
+	return s, call, end
 }
 
 // stdioLine is a line the server wrote, with the time the test read it.
