@@ -39,7 +39,7 @@ import (
 // other programs make and remove come and go (server-filesystem's edits, test suites, a
 // user's tools in /tmp): making the spare there took 55–190 µs of a CPU, in the kernel,
 // where it cannot be preempted. In a group that the spreading allocator picked, the same
-// call takes a few microseconds, cheap enough to make the spare on the change's own
+// call took about 20 µs, cheap enough to make the spare on the change's own
 // goroutine, as its storage lock is released, while its record's write is under way:
 // no goroutine is started and no thread woken. Should it take longer than spareSyncMax
 // (that group's inodes freed in bulk by a removal of many memories), the next one is made
