@@ -107,13 +107,13 @@ func (f *OSFs) takeSpare(root int) (fd int, ok bool) {
 	return fd, ok
 }
 
-// spareDirAt opens spareDir beneath root, first making it, with make, where the history's
+// spareDirAt opens spareDir beneath root, first making it, with mkdir, where the history's
 // directory exists (madeDir: it tried); where it cannot be had, it duplicates root instead.
-func (f *OSFs) spareDirAt(root int, make bool) (dir int, inSpareDir, madeDir bool, err error) {
+func (f *OSFs) spareDirAt(root int, mkdir bool) (dir int, inSpareDir, madeDir bool, err error) {
 	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	dir, err = unix.Openat2(root, spareDir, &how)
-	if err == unix.ENOENT && make {
+	if err == unix.ENOENT && mkdir {
 		if fi, _, serr := f.LstatIfPossible(historyDir); serr == nil && fi.IsDir() {
 			// Made under a random name, then renamed: ext4 starts its search for a group
 			// at a hash of the new directory's name, so one fixed name would put every
