@@ -64,6 +64,10 @@ type Server struct {
 	handoffs      atomic.Int64 // times a stdio call passed the reading on (tests read it)
 	handoffTimers atomic.Int64 // times a stdio worker set its hand-off timer (tests read it)
 	yields        atomic.Int64 // times a stdio worker yielded between calls (tests read it)
+	// stdioSpin is how long the reading worker looks for a client's next line before it
+	// waits for it in a read (see stdioLoop.next); tests lengthen it.
+	stdioSpin       time.Duration
+	spunIn, spunOut atomic.Int64 // lines found by looking, and looks that found none (tests read them)
 	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
 	// results (the direct way stamps it too).
 	implementation mcp.Implementation
@@ -83,7 +87,7 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	if cfg.Tools == "" {
 		cfg.Tools = ToolsSplit
 	}
-	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, hasTenants: len(cfg.Tenants) > 0}
+	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, hasTenants: len(cfg.Tenants) > 0, stdioSpin: stdioSpin}
 	tenants := cfg.Tenants
 	s.tenants.Store(&tenants)
 	s.authFailures = cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Second})

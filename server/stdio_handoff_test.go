@@ -134,14 +134,73 @@ func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
 	}
 }
 
-// initializedStdio serves a server on a memory store over an operating system's pipe, with
-// a session opened by initialize, and returns it, a call that sends a line and waits for
-// the answer with the given id, and end, which closes the input and waits for the server.
-func initializedStdio(t *testing.T) (s *Server, call func(line, id string), end func()) {
+// The reading worker looks for a quick client's next line before it waits for it in a read
+// (see stdioSpin); a slow client costs at most one such look, and an input that cannot be
+// polled none. stdioSpin is lengthened or shortened here so that what counts as quick
+// does not hang on the machine's speed: a client that writes its next line as soon as it
+// has the answer is quick within 200 ms, and one that waits 20 ms is slow for 1 ms.
+func TestStdioLooksForAQuickClientsLine(t *testing.T) {
+	view := func(i int) (string, string) {
+		id := strconv.Itoa(i)
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`, id
+	}
+	const calls = 20
+	t.Run("quick", func(t *testing.T) {
+		s, call, end := initializedStdio(t, func(s *Server) { s.stdioSpin = 200 * time.Millisecond })
+		defer end()
+		for i := 1; i <= calls; i++ {
+			call(view(i))
+		}
+		// Every line but the first few (until the worker saw the client was quick) was
+		// found by looking; generous, for a machine that stalls now and then.
+		if in, out := s.spunIn.Load(), s.spunOut.Load(); in < calls/2 {
+			t.Errorf("%d of %d lines of a quick client found by looking (%d looks found none)", in, calls, out)
+		}
+	})
+	t.Run("slow", func(t *testing.T) {
+		s, call, end := initializedStdio(t, func(s *Server) { s.stdioSpin = time.Millisecond })
+		defer end()
+		call(`{"jsonrpc":"2.0","id":0,"method":"ping"}`, "0") // served after initialize's notification, which followed its answer at once
+		in0, out0 := s.spunIn.Load(), s.spunOut.Load()
+		for i := 1; i <= 10; i++ {
+			time.Sleep(20 * time.Millisecond)
+			call(view(i))
+		}
+		if in, out := s.spunIn.Load()-in0, s.spunOut.Load()-out0; in != 0 || out > 1 {
+			t.Errorf("a client that waits 20 ms: %d lines found by looking, %d looks that found none; want 0 and at most 1", in, out)
+		}
+	})
+	t.Run("not polled", func(t *testing.T) {
+		pipe := func() (io.ReadCloser, io.WriteCloser, error) { r, w := io.Pipe(); return r, w, nil }
+		s, call, end := initializedStdioOver(t, pipe, func(s *Server) { s.stdioSpin = 200 * time.Millisecond })
+		defer end()
+		for i := 1; i <= calls; i++ {
+			call(view(i))
+		}
+		if in, out := s.spunIn.Load(), s.spunOut.Load(); in+out != 0 {
+			t.Errorf("an input that cannot be polled was looked at %d times", in+out)
+		}
+	})
+}
+
+// initializedStdio serves a server on a memory store over an operating system's pipe (or
+// another reader, when pipe is given), with a session opened by initialize, and returns
+// it, a call that sends a line and waits for the answer with the given id, and end, which
+// closes the input and waits for the server. configure, when given, sets the server up
+// before it serves.
+func initializedStdio(t *testing.T, configure ...func(*Server)) (s *Server, call func(line, id string), end func()) {
+	return initializedStdioOver(t, func() (io.ReadCloser, io.WriteCloser, error) { return os.Pipe() }, configure...)
+}
+
+// initializedStdioOver is initializedStdio with the input made by pipe.
+func initializedStdioOver(t *testing.T, pipe func() (io.ReadCloser, io.WriteCloser, error), configure ...func(*Server)) (s *Server, call func(line, id string), end func()) {
 	t.Helper()
 	st := vfs.NewMemoryStore()
 	s = New(handlers.New(st, handlers.DefaultLimits()), Config{Tools: "split", Version: "test"})
-	r, w, err := os.Pipe()
+	for _, c := range configure {
+		c(s)
+	}
+	r, w, err := pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
