@@ -63,7 +63,7 @@ type config struct {
 	rootSet                                                    bool
 	tenants, secrets                                           string
 	insecureNoAuth, readOnly, expireDryRun                     bool
-	expireAfter, callTimeout, sessionIdle                      time.Duration
+	expireAfter, callTimeout, sessionIdle, stdioPoll           time.Duration
 	allowedOrigins, allowedHosts                               string
 	maxSessions, maxSessionsPerTenant, maxInflight             int
 	maxInflightBytes                                           int64
@@ -111,6 +111,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.expireAfter, "expire-after", 0, "delete files not viewed or changed for longer than this, such as 720h (0: never)")
 	fs.BoolVar(&c.expireDryRun, "expire-dry-run", false, "with -expire-after: only log what would be deleted")
 	fs.DurationVar(&c.callTimeout, "call-timeout", handlers.DefaultTimeout, "longest a tool call may take (waiting for the storage included) before it fails with a storage error")
+	fs.DurationVar(&c.stdioPoll, "stdio-poll", server.DefaultStdioPoll, "with -transport stdio: how long to look for a quick client's next line before sleeping until it comes, at most 10ms (0: never look; looking trades up to that much CPU per call for not being woken)")
 	fs.StringVar(&c.secrets, "secrets", "reject", "reject (refuse text that looks like a credential) or off")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated web origins (such as https://app.example.com) whose pages may call the http and sse transports; requests from any other origin get 403 (a local page may call a loopback listener)")
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", "", "comma-separated Host names that a loopback listener also answers (such as the name a reverse proxy on this host forwards with); other non-local Hosts get 403")
@@ -261,6 +262,8 @@ func (c *config) validate(rest []string) error {
 		return usageError{"-expire-dry-run needs -expire-after"}
 	case c.callTimeout <= 0:
 		return usageError{"-call-timeout must be positive"}
+	case c.stdioPoll < 0 || c.stdioPoll > server.MaxStdioPoll:
+		return usageError{"-stdio-poll must be from 0 to " + server.MaxStdioPoll.String()}
 	case c.sessionIdle <= 0, c.maxSessions <= 0, c.maxSessionsPerTenant <= 0, c.maxInflight <= 0, c.maxInflightBytes <= 0:
 		return usageError{"-session-idle, -max-sessions, -max-sessions-per-tenant, -max-inflight and -max-inflight-bytes must be positive"}
 	}
@@ -501,7 +504,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		instructions = string(data)
 	}
-	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: ts.tenants()})
+	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: ts.tenants(), StdioPoll: c.stdioPoll})
 	if c.tenants != "" {
 		// SIGHUP reloads the tenants file: new tenants are admitted, removed ones refused,
 		// rotated tokens take effect; a file with a mistake changes nothing.

@@ -38,6 +38,10 @@ type Config struct {
 	// Tenants, when not empty, makes the HTTP transports require a tenant's bearer token
 	// and serve each tenant its own memory; the handlers given to New are then not used.
 	Tenants []Tenant
+	// StdioPoll is how long ServeStdio looks for a quick client's next line before it
+	// waits for the line in a read (see DefaultStdioPoll); 0 never looks. At most
+	// MaxStdioPoll.
+	StdioPoll time.Duration
 }
 
 // Server is memory-mcp's MCP server: the memory commands as tools, the memory protocol as
@@ -59,15 +63,13 @@ type Server struct {
 	notify         *notifier                     // resource notifications
 	// toolHandlers are the tools' handlers by name, for the direct way to a tool call (see
 	// direct.go).
-	toolHandlers  map[string]mcpserver.ToolHandlerFunc
-	directCalls   atomic.Int64 // tool calls served the direct way (tests read it)
-	handoffs      atomic.Int64 // times a stdio call passed the reading on (tests read it)
-	handoffTimers atomic.Int64 // times a stdio worker set its hand-off timer (tests read it)
-	yields        atomic.Int64 // times a stdio worker yielded between calls (tests read it)
-	// stdioSpin is how long the reading worker looks for a client's next line before it
-	// waits for it in a read (see stdioLoop.next); tests lengthen it.
-	stdioSpin       time.Duration
-	spunIn, spunOut atomic.Int64 // lines found by looking, and looks that found none (tests read them)
+	toolHandlers    map[string]mcpserver.ToolHandlerFunc
+	directCalls     atomic.Int64  // tool calls served the direct way (tests read it)
+	handoffs        atomic.Int64  // times a stdio call passed the reading on (tests read it)
+	handoffTimers   atomic.Int64  // times a stdio worker set its hand-off timer (tests read it)
+	yields          atomic.Int64  // times a stdio worker yielded between calls (tests read it)
+	stdioPoll       time.Duration // Config.StdioPoll, bounded (tests lengthen it)
+	spunIn, spunOut atomic.Int64  // lines found by looking, and looks that found none (tests read them)
 	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
 	// results (the direct way stamps it too).
 	implementation mcp.Implementation
@@ -87,7 +89,7 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	if cfg.Tools == "" {
 		cfg.Tools = ToolsSplit
 	}
-	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, hasTenants: len(cfg.Tenants) > 0, stdioSpin: stdioSpin}
+	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, hasTenants: len(cfg.Tenants) > 0, stdioPoll: min(max(cfg.StdioPoll, 0), MaxStdioPoll)}
 	tenants := cfg.Tenants
 	s.tenants.Store(&tenants)
 	s.authFailures = cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Second})

@@ -126,8 +126,9 @@ type stdioLoop struct {
 	r       *bufio.Reader
 	maxLine int64
 	eof     bool // guarded by token
-	// quick says the client sent its last line within 2×stdioSpin of the leader's looking
-	// for it, so the leader looks for the next one before it waits in a read (see stdioSpin).
+	// quick says the client sent its last line within twice Config.StdioPoll of the
+	// leader's looking for it, so the leader looks for the next one before it waits in a
+	// read (see DefaultStdioPoll).
 	quick bool // guarded by token
 
 	// waiting reports whether the input holds more than r has read (nil: unknown, and
@@ -365,22 +366,26 @@ func (l *stdioLoop) cancel(id json.RawMessage) {
 	}
 }
 
-// stdioSpin is how long the reading worker looks for the next line of a quick client
-// before it waits for the line in a read. A client is quick when its last line came within
-// twice that of the worker's looking for it (one that waits for each answer and sends its
-// next request at once: 60–100 µs for the TypeScript SDK's client on this project's
-// machine, a quarter of them longer).
+// DefaultStdioPoll is how long, unless configured (Config.StdioPoll), the reading worker
+// looks for the next line of a quick client before it waits for the line in a read. A
+// client is quick when its last line came within twice that of the worker's looking for
+// it: one that waits for each answer and sends its next request at once (60–100 µs for
+// the TypeScript SDK's client on this project's machine, a quarter of them later).
 //
 // Why: a thread that waits in a read is woken by the client's write, and on a virtual
 // machine whose idle virtual CPUs halt at once (as this project's do: no halt polling),
-// that wake-up is the host's scheduling of a halted virtual CPU, tens of microseconds
-// on each call. Looking for the line meanwhile (poll(2) with no timeout, on an input that
-// can be polled) keeps the CPU awake and finds the line without a wake-up. A quick client
-// whose line is late costs stdioSpin of CPU; one that is slow (a model's turn, a person)
-// costs at most one such look, after which the worker waits in reads until the client is
-// quick again. (Twice, because a line read after a wait in a read came that much later:
+// that wake-up is the host's scheduling of a halted virtual CPU, tens of microseconds on
+// each call. Looking for the line meanwhile (poll(2) with no timeout, on an input that can
+// be polled) keeps the CPU awake and finds the line without a wake-up. A quick client
+// whose line comes late costs the whole look in CPU; one that is slow (a model's turn, a
+// person) costs at most one look, after which the worker waits in reads until the client
+// is quick again. (Twice, because a line read after a wait in a read came that much later:
 // the wake-up's own time.)
-const stdioSpin = 100 * time.Microsecond
+const DefaultStdioPoll = 100 * time.Microsecond
+
+// MaxStdioPoll bounds Config.StdioPoll: a look that finds nothing costs its whole length of
+// CPU.
+const MaxStdioPoll = 10 * time.Millisecond
 
 // next reads the next non-blank line. A line over maxLine bytes is skipped, with an error
 // response (its id is unknown: null).
@@ -388,9 +393,9 @@ func (l *stdioLoop) next() ([]byte, error) {
 	var buf []byte
 	tooLong := false
 	// For a quick client, look for its line before waiting for it; either way, note
-	// whether it came quickly (see stdioSpin).
+	// whether it came quickly (see DefaultStdioPoll).
 	var looked time.Time
-	if l.waiting != nil && l.s.stdioSpin > 0 && l.r.Buffered() == 0 {
+	if l.waiting != nil && l.s.stdioPoll > 0 && l.r.Buffered() == 0 {
 		looked = time.Now()
 		if l.quick {
 			l.spin(looked)
@@ -399,7 +404,7 @@ func (l *stdioLoop) next() ([]byte, error) {
 	for {
 		chunk, err := l.r.ReadSlice('\n')
 		if !looked.IsZero() {
-			l.quick = time.Since(looked) < 2*l.s.stdioSpin
+			l.quick = time.Since(looked) < 2*l.s.stdioPoll
 			looked = time.Time{}
 		}
 		if !tooLong {
@@ -427,11 +432,11 @@ func (l *stdioLoop) next() ([]byte, error) {
 	}
 }
 
-// spin looks for a next line in the input (see stdioSpin) until one is there or stdioSpin
-// has passed since start.
+// spin looks for a next line in the input (see DefaultStdioPoll) until one is there or
+// Config.StdioPoll has passed since start.
 func (l *stdioLoop) spin(start time.Time) {
 	for !l.waiting() {
-		if time.Since(start) >= l.s.stdioSpin {
+		if time.Since(start) >= l.s.stdioPoll {
 			l.s.spunOut.Add(1)
 			return
 		}

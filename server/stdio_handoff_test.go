@@ -135,8 +135,8 @@ func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
 }
 
 // The reading worker looks for a quick client's next line before it waits for it in a read
-// (see stdioSpin); a slow client costs at most one such look, and an input that cannot be
-// polled none. stdioSpin is lengthened or shortened here so that what counts as quick
+// (see DefaultStdioPoll); a slow client costs at most one such look, and an input that cannot be
+// polled none. Its length is set or shortened here so that what counts as quick
 // does not hang on the machine's speed: a client that writes its next line as soon as it
 // has the answer is quick within 200 ms, and one that waits 20 ms is slow for 1 ms.
 func TestStdioLooksForAQuickClientsLine(t *testing.T) {
@@ -146,7 +146,7 @@ func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 	}
 	const calls = 20
 	t.Run("quick", func(t *testing.T) {
-		s, call, end := initializedStdio(t, func(s *Server) { s.stdioSpin = 200 * time.Millisecond })
+		s, call, end := initializedStdio(t, func(s *Server) { s.stdioPoll = 200 * time.Millisecond })
 		defer end()
 		for i := 1; i <= calls; i++ {
 			call(view(i))
@@ -158,7 +158,7 @@ func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 		}
 	})
 	t.Run("slow", func(t *testing.T) {
-		s, call, end := initializedStdio(t, func(s *Server) { s.stdioSpin = time.Millisecond })
+		s, call, end := initializedStdio(t, func(s *Server) { s.stdioPoll = time.Millisecond })
 		defer end()
 		call(`{"jsonrpc":"2.0","id":0,"method":"ping"}`, "0") // served after initialize's notification, which followed its answer at once
 		in0, out0 := s.spunIn.Load(), s.spunOut.Load()
@@ -170,9 +170,26 @@ func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 			t.Errorf("a client that waits 20 ms: %d lines found by looking, %d looks that found none; want 0 and at most 1", in, out)
 		}
 	})
+	t.Run("off", func(t *testing.T) { // Config.StdioPoll 0, as New's zero Config has it
+		s, call, end := initializedStdio(t)
+		defer end()
+		for i := 1; i <= calls; i++ {
+			call(view(i))
+		}
+		if in, out := s.spunIn.Load(), s.spunOut.Load(); in+out != 0 {
+			t.Errorf("with StdioPoll 0 the input was looked at %d times", in+out)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		st := vfs.NewMemoryStore()
+		defer st.Close()
+		if s := New(handlers.New(st, handlers.DefaultLimits()), Config{StdioPoll: time.Hour}); s.stdioPoll != MaxStdioPoll {
+			t.Errorf("StdioPoll of an hour became %v, want %v", s.stdioPoll, MaxStdioPoll)
+		}
+	})
 	t.Run("not polled", func(t *testing.T) {
 		pipe := func() (io.ReadCloser, io.WriteCloser, error) { r, w := io.Pipe(); return r, w, nil }
-		s, call, end := initializedStdioOver(t, pipe, func(s *Server) { s.stdioSpin = 200 * time.Millisecond })
+		s, call, end := initializedStdioOver(t, pipe, func(s *Server) { s.stdioPoll = 200 * time.Millisecond })
 		defer end()
 		for i := 1; i <= calls; i++ {
 			call(view(i))
