@@ -39,7 +39,7 @@ type Config struct {
 	// and serve each tenant its own memory; the handlers given to New are then not used.
 	Tenants []Tenant
 	// StdioPoll is how long ServeStdio looks for a quick client's next line before it
-	// waits for the line in a read (see DefaultStdioPoll); 0 never looks. At most
+	// waits for the line in a read; 0 (the default) never looks. See stdioLoop.spin. At most
 	// MaxStdioPoll.
 	StdioPoll time.Duration
 }

@@ -128,7 +128,7 @@ type stdioLoop struct {
 	eof     bool // guarded by token
 	// quick says the client sent its last line within twice Config.StdioPoll of the
 	// leader's looking for it, so the leader looks for the next one before it waits in a
-	// read (see DefaultStdioPoll).
+	// read (see spin).
 	quick bool // guarded by token
 
 	// waiting reports whether the input holds more than r has read (nil: unknown, and
@@ -366,23 +366,6 @@ func (l *stdioLoop) cancel(id json.RawMessage) {
 	}
 }
 
-// DefaultStdioPoll is how long, unless configured (Config.StdioPoll), the reading worker
-// looks for the next line of a quick client before it waits for the line in a read. A
-// client is quick when its last line came within twice that of the worker's looking for
-// it: one that waits for each answer and sends its next request at once (60–100 µs for
-// the TypeScript SDK's client on this project's machine, a quarter of them later).
-//
-// Why: a thread that waits in a read is woken by the client's write, and on a virtual
-// machine whose idle virtual CPUs halt at once (as this project's do: no halt polling),
-// that wake-up is the host's scheduling of a halted virtual CPU, tens of microseconds on
-// each call. Looking for the line meanwhile (poll(2) with no timeout, on an input that can
-// be polled) keeps the CPU awake and finds the line without a wake-up. A quick client
-// whose line comes late costs the whole look in CPU; one that is slow (a model's turn, a
-// person) costs at most one look, after which the worker waits in reads until the client
-// is quick again. (Twice, because a line read after a wait in a read came that much later:
-// the wake-up's own time.)
-const DefaultStdioPoll = 100 * time.Microsecond
-
 // MaxStdioPoll bounds Config.StdioPoll: a look that finds nothing costs its whole length of
 // CPU.
 const MaxStdioPoll = 10 * time.Millisecond
@@ -393,7 +376,7 @@ func (l *stdioLoop) next() ([]byte, error) {
 	var buf []byte
 	tooLong := false
 	// For a quick client, look for its line before waiting for it; either way, note
-	// whether it came quickly (see DefaultStdioPoll).
+	// whether it came quickly (see spin).
 	var looked time.Time
 	if l.waiting != nil && l.s.stdioPoll > 0 && l.r.Buffered() == 0 {
 		looked = time.Now()
@@ -432,10 +415,34 @@ func (l *stdioLoop) next() ([]byte, error) {
 	}
 }
 
-// spin looks for a next line in the input (see DefaultStdioPoll) until one is there or
-// Config.StdioPoll has passed since start.
+// spin looks for a next line in the input until one is there or Config.StdioPoll has
+// passed since start: next does so for a quick client, when StdioPoll is set (-stdio-poll;
+// off unless set).
+//
+// A client is quick when its last line came within twice the look's length of the worker's
+// looking for it (or waiting for it), as one does that waits for each answer and sends its
+// next request at once: 40–160 µs for the TypeScript SDK's client on this project's
+// machine.
+//
+// Why: a thread that waits in a read is woken by the client's write, and on a virtual
+// machine whose idle virtual CPUs halt at once (as this project's do: no halt polling),
+// that wake-up is the host scheduling a halted virtual CPU, tens of microseconds on each
+// call. Looking for the line meanwhile (poll(2) with no timeout, on an input that can be
+// polled, yielding the CPU between looks to any thread that wants it) keeps the CPU awake
+// and finds the line without a wake-up. A quick client whose line comes late costs the
+// whole look in CPU; a slow one (a model's turn, a person) costs at most one look, after
+// which the worker waits in reads until the client is quick again. (Twice, because a line
+// read after a wait in a read came that much later: the wake-up's own time.)
+//
+// Why off by default: it depends on the client. With the TypeScript SDK's client, 100 µs
+// looks gave 6–13% more calls/s in the side-by-side mix for about 35 µs more CPU per call;
+// with a Go client on the same two CPUs, whose next line is mostly there within 5 µs of a
+// plain wait, a no-op call's round trip took 23–25 µs instead of 19–21, and a build that
+// chose between looking and waiting by timing both as it ran did no better for it
+// (docs/performance.md, "Looking for the client's line").
 func (l *stdioLoop) spin(start time.Time) {
 	for !l.waiting() {
+		yieldThread() // to a thread that wants this CPU, such as the client's
 		if time.Since(start) >= l.s.stdioPoll {
 			l.s.spunOut.Add(1)
 			return
