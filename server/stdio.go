@@ -435,7 +435,7 @@ func (l *stdioLoop) next() ([]byte, error) {
 // read after a wait in a read came that much later: the wake-up's own time.)
 //
 // Why off by default: it depends on the client. With the TypeScript SDK's client, 100 µs
-// looks gave 6–13% more calls/s in the side-by-side mix for about 35 µs more CPU per call;
+// looks gave about 8% more calls/s in the side-by-side mix for about 35 µs more CPU per call;
 // with a Go client on the same two CPUs, whose next line is mostly there within 5 µs of a
 // plain wait, a no-op call's round trip took 23–25 µs instead of 19–21, and a build that
 // chose between looking and waiting by timing both as it ran did no better for it
