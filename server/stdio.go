@@ -437,9 +437,10 @@ func (l *stdioLoop) next() ([]byte, error) {
 // Why off by default: it depends on the client. With the TypeScript SDK's client, 100 µs
 // looks gave about 8% more calls/s in the side-by-side mix for about 35 µs more CPU per call;
 // with a Go client on the same two CPUs, whose next line is mostly there within 5 µs of a
-// plain wait, a no-op call's round trip took 23–25 µs instead of 19–21, and a build that
-// chose between looking and waiting by timing both as it ran did no better for it
-// (docs/performance.md, "Looking for the client's line").
+// plain wait, a no-op call's round trip took 14–20% longer (23–31 µs against 19–28 in
+// interleaved runs), and neither a build that chose between looking and waiting by timing
+// both as it ran nor one that looked only after lines that came in 40–200 µs did reliably
+// better for it (docs/performance.md, "Looking for the client's line").
 func (l *stdioLoop) spin(start time.Time) {
 	for !l.waiting() {
 		yieldThread() // to a thread that wants this CPU, such as the client's

@@ -135,10 +135,10 @@ func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
 }
 
 // The reading worker looks for a quick client's next line before it waits for it in a read
-// (see stdioLoop.spin); a slow client costs at most one such look, and an input that cannot be
-// polled none. Its length is set or shortened here so that what counts as quick
-// does not hang on the machine's speed: a client that writes its next line as soon as it
-// has the answer is quick within 200 ms, and one that waits 20 ms is slow for 1 ms.
+// (see stdioLoop.spin); a slow client costs at most one such look, and an input that cannot
+// be polled none. The look's length is set here so that which client counts as quick does
+// not hang on the machine's speed: one that writes its next line as soon as it has the
+// answer is quick for 200 ms looks, and one that waits 20 ms is slow for 1 ms looks.
 func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 	view := func(i int) (string, string) {
 		id := strconv.Itoa(i)

@@ -2,6 +2,6 @@
 
 package server
 
-// yieldThread does nothing here: the loop's looks are short, and the other systems'
-// schedulers are not what this was measured on (see looker).
+// yieldThread does nothing here: the other systems' schedulers are not what the yield
+// was measured on (see stdioLoop.spin).
 func yieldThread() {}
