@@ -4,8 +4,8 @@
 // its per-round ratios to the first server's. Taking turns block by block puts every
 // server in the same minutes of a shared machine, where BenchmarkStdio's runs, one server
 // after the other, drift by tens of percent from run to run. Many short turns resolve
-// more than a few long ones: client and server stay in one state (sharing a CPU or not)
-// for a whole turn, so on this project's machine two identical servers came out at
+// more than a few long ones: client and server tend to stay in one state (quick or slow
+// hand-overs) for a whole turn, so on this project's machine two identical servers came out at
 // 0.83–1.21× each other in 20 turns of 5,000 calls and at 0.92–1.01× in 150 turns of
 // 1,000 (the defaults).
 //
