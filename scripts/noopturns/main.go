@@ -5,9 +5,9 @@
 // server in the same minutes of a shared machine, where BenchmarkStdio's runs, one server
 // after the other, drift by tens of percent from run to run. Many short turns resolve
 // more than a few long ones: client and server tend to stay in one state (quick or slow
-// hand-overs) for a whole turn, so on this project's machine two identical servers came out at
-// 0.83–1.21× each other in 20 turns of 5,000 calls and at 0.92–1.01× in 150 turns of
-// 1,000 (the defaults).
+// hand-overs) for a whole turn, so on this project's machine two identical servers came
+// out at 0.83–1.21× each other in 20 turns of 5,000 calls and at 0.92–1.01× in 150 turns
+// of 1,000 (the defaults).
 //
 //	go build -o /tmp/responder ./testdata/responder
 //	GOEXPERIMENT=jsonv2 go build -o /tmp/memory-mcp .
