@@ -438,9 +438,10 @@ func (l *stdioLoop) next() ([]byte, error) {
 // looks gave about 8% more calls/s in the side-by-side mix for about 35 µs more CPU per call;
 // with a Go client on the same two CPUs, whose next line is mostly there within 5 µs of a
 // plain wait, a no-op call's round trip took 14–20% longer (23–31 µs against 19–28 in
-// interleaved runs), and neither a build that chose between looking and waiting by timing
-// both as it ran nor one that looked only after lines that came in 40–200 µs did reliably
-// better for it (docs/performance.md, "Looking for the client's line").
+// interleaved runs), and no rule for when to look spared it reliably: choosing by timing
+// both ways as it ran, looking only after lines that came in 40–200 µs, by the median time
+// to the line, or until looked-for lines came in 10–40 µs (docs/performance.md, "Looking
+// for the client's line" and "Why a look slows a Go client").
 func (l *stdioLoop) spin(start time.Time) {
 	for !l.waiting() {
 		yieldThread() // to a thread that wants this CPU, such as the client's
