@@ -111,7 +111,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.expireAfter, "expire-after", 0, "delete files not viewed or changed for longer than this, such as 720h (0: never)")
 	fs.BoolVar(&c.expireDryRun, "expire-dry-run", false, "with -expire-after: only log what would be deleted")
 	fs.DurationVar(&c.callTimeout, "call-timeout", handlers.DefaultTimeout, "longest a tool call may take (waiting for the storage included) before it fails with a storage error")
-	fs.DurationVar(&c.stdioPoll, "stdio-poll", 0, "with -transport stdio: how long to look for a quick client's next line before sleeping until it comes, such as 100us, at most 10ms (0: never look); looking trades up to that much CPU per call for not being woken")
+	fs.DurationVar(&c.stdioPoll, "stdio-poll", 100*time.Microsecond, "with -transport stdio: how long to look for a quick client's next line before sleeping until it comes, at most 10ms (0: never look), for a client that takes its time to answer; looking trades up to that much CPU per call for not being woken")
 	fs.StringVar(&c.secrets, "secrets", "reject", "reject (refuse text that looks like a credential) or off")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated web origins (such as https://app.example.com) whose pages may call the http and sse transports; requests from any other origin get 403 (a local page may call a loopback listener)")
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", "", "comma-separated Host names that a loopback listener also answers (such as the name a reverse proxy on this host forwards with); other non-local Hosts get 403")

@@ -128,8 +128,9 @@ type stdioLoop struct {
 	eof     bool // guarded by token
 	// quick says the client sent its last line within twice Config.StdioPoll of the
 	// leader's looking for it, so the leader looks for the next one before it waits in a
-	// read (see spin).
-	quick bool // guarded by token
+	// read when rule says so too (see spin).
+	quick bool     // guarded by token
+	rule  lookRule // whether to look for a quick client's line; guarded by token
 
 	// waiting reports whether the input holds more than r has read (nil: unknown, and
 	// the reading passes on unasked); buffered, whether r holds more than the leader took.
@@ -375,19 +376,23 @@ const MaxStdioPoll = 10 * time.Millisecond
 func (l *stdioLoop) next() ([]byte, error) {
 	var buf []byte
 	tooLong := false
-	// For a quick client, look for its line before waiting for it; either way, note
-	// whether it came quickly (see spin).
+	// For a quick client, look for its line before waiting for it if the rule says so;
+	// either way, note how soon it came (see spin).
 	var looked time.Time
+	spun := false
 	if l.waiting != nil && l.s.stdioPoll > 0 && l.r.Buffered() == 0 {
 		looked = time.Now()
-		if l.quick {
+		if l.quick && l.rule.shouldLook() {
 			l.spin(looked)
+			spun = true
 		}
 	}
 	for {
 		chunk, err := l.r.ReadSlice('\n')
 		if !looked.IsZero() {
-			l.quick = time.Since(looked) < 2*l.s.stdioPoll
+			d := time.Since(looked)
+			l.quick = d < 2*l.s.stdioPoll
+			l.rule.observe(d, spun)
 			looked = time.Time{}
 		}
 		if !tooLong {
@@ -416,12 +421,13 @@ func (l *stdioLoop) next() ([]byte, error) {
 }
 
 // spin looks for a next line in the input until one is there or Config.StdioPoll has
-// passed since start: next does so for a quick client, when StdioPoll is set (-stdio-poll;
-// off unless set).
+// passed since start: next does so when StdioPoll is set (-stdio-poll, 100 µs unless set
+// otherwise; New's zero Config has it off), for a quick client, when the look's rule says
+// so (lookRule).
 //
 // A client is quick when its last line came within twice the look's length of the worker's
 // looking for it (or waiting for it), as one does that waits for each answer and sends its
-// next request at once: 40–160 µs for the TypeScript SDK's client on this project's
+// next request soon after: 40–160 µs for the TypeScript SDK's client on this project's
 // machine.
 //
 // Why: a thread that waits in a read is woken by the client's write, and on a virtual
@@ -434,14 +440,13 @@ func (l *stdioLoop) next() ([]byte, error) {
 // which the worker waits in reads until the client is quick again. (Twice, because a line
 // read after a wait in a read came that much later: the wake-up's own time.)
 //
-// Why off by default: it depends on the client. With the TypeScript SDK's client, 100 µs
-// looks gave about 8% more calls/s in the side-by-side mix for about 35 µs more CPU per call;
-// with a Go client on the same two CPUs, whose next line is mostly there within 5 µs of a
-// plain wait, a no-op call's round trip took 14–20% longer (23–31 µs against 19–28 in
-// interleaved runs), and no rule for when to look spared it reliably: choosing by timing
-// both ways as it ran, looking only after lines that came in 40–200 µs, by the median time
-// to the line, or until looked-for lines came in 10–40 µs (docs/performance.md, "Looking
-// for the client's line" and "Why a look slows a Go client").
+// Why the rule: looking helps a client that takes its time to answer and slows one that
+// answers at once. With the TypeScript SDK's client, 100 µs looks gave about 8% more
+// calls/s in the side-by-side mix for about 35 µs more CPU per call; a Go client whose
+// next line is mostly there within 5 µs of a plain wait took 14–20% longer per no-op call
+// with every line looked for (2.1–2.7× as long in short turns), and lookRule keeps its
+// looks to a fraction of a percent of its lines (docs/performance.md, "Looking for the
+// client's line", "Why a look slows a Go client" and "The look's rule").
 func (l *stdioLoop) spin(start time.Time) {
 	for !l.waiting() {
 		yieldThread() // to a thread that wants this CPU, such as the client's

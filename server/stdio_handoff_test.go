@@ -135,10 +135,12 @@ func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
 }
 
 // The reading worker looks for a quick client's next line before it waits for it in a read
-// (see stdioLoop.spin); a slow client costs at most one such look, and an input that cannot
-// be polled none. The look's length is set here so that which client counts as quick does
-// not hang on the machine's speed: one that writes its next line as soon as it has the
-// answer is quick for 200 ms looks, and one that waits 20 ms is slow for 1 ms looks.
+// (see stdioLoop.spin), once the rule has seen the client take its time to answer (see
+// lookRule, tested on its own by TestLookRule); a slow client costs at most one such look,
+// and an input that cannot be polled none. The look's length is set here so that which
+// client counts as quick does not hang on the machine's speed: one that writes its next
+// line a millisecond after the answer is quick for 200 ms looks (and takes the rule's
+// 30 µs and more), and one that waits 20 ms is slow for 1 ms looks.
 func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 	view := func(i int) (string, string) {
 		id := strconv.Itoa(i)
@@ -148,12 +150,14 @@ func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 	t.Run("quick", func(t *testing.T) {
 		s, call, end := initializedStdio(t, func(s *Server) { s.stdioPoll = 200 * time.Millisecond })
 		defer end()
+		const calls = 3 * lookWindow
 		for i := 1; i <= calls; i++ {
+			time.Sleep(time.Millisecond)
 			call(view(i))
 		}
-		// Every line but the first few (until the worker saw the client was quick) was
-		// found by looking; generous, for a machine that stalls now and then.
-		if in, out := s.spunIn.Load(), s.spunOut.Load(); in < calls/2 {
+		// Every line after the rule's first window was found by looking; generous, for a
+		// machine that stalls now and then.
+		if in, out := s.spunIn.Load(), s.spunOut.Load(); in < (calls-lookWindow)/2 {
 			t.Errorf("%d of %d lines of a quick client found by looking (%d looks found none)", in, calls, out)
 		}
 	})
