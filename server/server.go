@@ -39,8 +39,9 @@ type Config struct {
 	// and serve each tenant its own memory; the handlers given to New are then not used.
 	Tenants []Tenant
 	// StdioPoll is how long ServeStdio looks for a quick client's next line before it
-	// waits for the line in a read; 0 (the default) never looks. See stdioLoop.spin. At most
-	// MaxStdioPoll.
+	// waits for the line in a read, when its rule says to (lookRule); 0 (the zero Config's)
+	// never looks, and the command's -stdio-poll flag sets 100 µs unless told otherwise.
+	// See stdioLoop.spin. At most MaxStdioPoll.
 	StdioPoll time.Duration
 }
 
