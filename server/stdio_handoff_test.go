@@ -140,21 +140,24 @@ func TestStdioHandoffTimerNotSetPerCall(t *testing.T) {
 // and an input that cannot be polled none. The look's length is set here so that which
 // client counts as quick does not hang on the machine's speed: one that writes its next
 // line a millisecond after the answer is quick for 200 ms looks (and takes the rule's
-// 30 µs and more), and one that waits 20 ms is slow for 1 ms looks.
+// 30 µs and more), and one that waits 20 ms is slow for 1 ms looks. Each case first sends
+// such paced lines, more than the rule's first window, so that the rule would look.
 func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 	view := func(i int) (string, string) {
 		id := strconv.Itoa(i)
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`, id
 	}
-	const calls = 20
-	t.Run("quick", func(t *testing.T) {
-		s, call, end := initializedStdio(t, func(s *Server) { s.stdioPoll = 200 * time.Millisecond })
-		defer end()
-		const calls = 3 * lookWindow
-		for i := 1; i <= calls; i++ {
+	const calls = 3 * lookWindow
+	paced := func(call func(line, id string), from, n int) {
+		for i := from; i < from+n; i++ {
 			time.Sleep(time.Millisecond)
 			call(view(i))
 		}
+	}
+	t.Run("quick", func(t *testing.T) {
+		s, call, end := initializedStdio(t, func(s *Server) { s.stdioPoll = 200 * time.Millisecond })
+		defer end()
+		paced(call, 1, calls)
 		// Every line after the rule's first window was found by looking; generous, for a
 		// machine that stalls now and then.
 		if in, out := s.spunIn.Load(), s.spunOut.Load(); in < (calls-lookWindow)/2 {
@@ -164,11 +167,11 @@ func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 	t.Run("slow", func(t *testing.T) {
 		s, call, end := initializedStdio(t, func(s *Server) { s.stdioPoll = time.Millisecond })
 		defer end()
-		call(`{"jsonrpc":"2.0","id":0,"method":"ping"}`, "0") // served after initialize's notification, which followed its answer at once
+		paced(call, 1, lookWindow+1) // the rule now says to look
 		in0, out0 := s.spunIn.Load(), s.spunOut.Load()
 		for i := 1; i <= 10; i++ {
 			time.Sleep(20 * time.Millisecond)
-			call(view(i))
+			call(view(lookWindow + 1 + i))
 		}
 		if in, out := s.spunIn.Load()-in0, s.spunOut.Load()-out0; in != 0 || out > 1 {
 			t.Errorf("a client that waits 20 ms: %d lines found by looking, %d looks that found none; want 0 and at most 1", in, out)
@@ -177,9 +180,7 @@ func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 	t.Run("off", func(t *testing.T) { // Config.StdioPoll 0, as New's zero Config has it
 		s, call, end := initializedStdio(t)
 		defer end()
-		for i := 1; i <= calls; i++ {
-			call(view(i))
-		}
+		paced(call, 1, calls)
 		if in, out := s.spunIn.Load(), s.spunOut.Load(); in+out != 0 {
 			t.Errorf("with StdioPoll 0 the input was looked at %d times", in+out)
 		}
@@ -195,9 +196,7 @@ func TestStdioLooksForAQuickClientsLine(t *testing.T) {
 		pipe := func() (io.ReadCloser, io.WriteCloser, error) { r, w := io.Pipe(); return r, w, nil }
 		s, call, end := initializedStdioOver(t, pipe, func(s *Server) { s.stdioPoll = 200 * time.Millisecond })
 		defer end()
-		for i := 1; i <= calls; i++ {
-			call(view(i))
-		}
+		paced(call, 1, calls)
 		if in, out := s.spunIn.Load(), s.spunOut.Load(); in+out != 0 {
 			t.Errorf("an input that cannot be polled was looked at %d times", in+out)
 		}

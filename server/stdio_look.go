@@ -11,7 +11,7 @@ const (
 	lookMedian  = 30 * time.Microsecond // a window's median time to the line that makes the next one look
 	midFrom     = 10 * time.Microsecond // a looked-for line in [midFrom, midTo) marks a client that
 	midTo       = 40 * time.Microsecond // answers at once, slowed by the look itself
-	restFirst   = 1024                  // lines without looks after the first window that showed one
+	restFirst   = 1024                  // lines without looks after the first window that showed such a client
 	restLongest = 65536
 )
 
