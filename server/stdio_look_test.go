@@ -6,33 +6,38 @@ import (
 	"time"
 )
 
-// feed gives r n lines that each came after d, looked for when r said to look, and returns
-// how many were looked for.
-func feed(r *lookRule, n int, d time.Duration) (looked int) {
-	for range n {
+// feed gives r n lines, the i-th taking at(i, look) to come, looked for when r said to
+// look, and returns how many were looked for.
+func feed(r *lookRule, n int, at func(i int, look bool) time.Duration) (looked int) {
+	for i := range n {
 		look := r.shouldLook()
 		if look {
 			looked++
 		}
-		r.observe(d, look)
+		r.observe(at(i, look), look)
 	}
 	return looked
+}
+
+// every is a client whose every line takes d to come.
+func every(d time.Duration) func(int, bool) time.Duration {
+	return func(int, bool) time.Duration { return d }
 }
 
 func TestLookRule(t *testing.T) {
 	const us = time.Microsecond
 	t.Run("a client that takes its time", func(t *testing.T) {
 		var r lookRule
-		if n := feed(&r, lookWindow, 100*us); n != 0 {
+		if n := feed(&r, lookWindow, every(100*us)); n != 0 {
 			t.Errorf("looked for %d lines of the first window, want none", n)
 		}
-		if n := feed(&r, 10000, 100*us); n != 10000 {
+		if n := feed(&r, 10000, every(100*us)); n != 10000 {
 			t.Errorf("looked for %d of the next 10000 lines, want all", n)
 		}
 	})
 	t.Run("a client that answers at once", func(t *testing.T) {
 		var r lookRule
-		if n := feed(&r, 10000, 3*us); n != 0 {
+		if n := feed(&r, 10000, every(3*us)); n != 0 {
 			t.Errorf("looked for %d of 10000 lines that came within 3 µs, want none", n)
 		}
 	})
@@ -40,18 +45,12 @@ func TestLookRule(t *testing.T) {
 		// As the TypeScript client's are: about a quarter there before the worker turns
 		// to read (the worker finds them at once), the others 40–160 µs after.
 		var r lookRule
-		looked := 0
-		for i := range 10000 {
-			d := 80 * us
+		looked := feed(&r, 10000, func(i int, _ bool) time.Duration {
 			if i%4 == 0 {
-				d = 2 * us
+				return 2 * us
 			}
-			look := r.shouldLook()
-			if look {
-				looked++
-			}
-			r.observe(d, look)
-		}
+			return 80 * us
+		})
 		if looked < 10000-lookWindow {
 			t.Errorf("looked for %d of 10000 lines, want all but the first window's", looked)
 		}
