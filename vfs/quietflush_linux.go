@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/afero"
 	"golang.org/x/sys/unix"
@@ -55,10 +57,13 @@ const (
 	// default 256-byte inodes in 4 KiB blocks. (With 128-byte inodes a block holds 32,
 	// and the quiet block is then only half of one: still correct, just not quiet.)
 	quietPerBlock = 16
-	// quietMaxFiles bounds the files made to find a whole block of them: the allocator
-	// hands out the lowest free inodes of the directory's group, around other files and
-	// the inodes freed in the last minute, which it skips. Made once per store.
-	quietMaxFiles = 1024
+	// quietTries and quietTryFiles bound the files made to find a whole block of them
+	// (made once per store): the allocator hands out the lowest free inodes of the
+	// directory's group, around other files and the inodes freed in the last minute,
+	// which it skips, and another process making files there at the same time takes
+	// some of them (see makeQuietBlock).
+	quietTries    = 8
+	quietTryFiles = 512
 )
 
 // setupQuietFlush returns a quietFlush for the log wal, or nil and why not where the log
@@ -234,8 +239,19 @@ func openQuietFile(fsys FS, dev uint64) (afero.File, error) {
 	return nil, errors.New("the quiet block made is gone or spoiled")
 }
 
-// makeQuietBlock makes empty files in the new directory dir until quietPerBlock of them
-// fill one inode-table block, and removes the others.
+// makeQuietBlock makes the new directory dir holding quietPerBlock empty files that fill
+// one inode-table block, and no other files.
+//
+// Files made one after another get consecutive inodes where the group's inodes are free,
+// so a whole block of them comes after a few dozen files, or a few hundred where the
+// group's lowest free inodes are scattered among files in use. But another process making
+// files in the same group at the same time (another store making its quiet block or its
+// spare, which the spreading allocator places in the same group: two test suites at once
+// did) takes every other inode, and no block fills while both go on. So after every
+// quietTryFiles files that filled no block, it waits a random 5–25 ms, long enough for the
+// two to stop overlapping. The files made so far are kept until a block is full: the
+// allocator hands an inode freed within the same second straight back, so removing them
+// would send the next files over the same scattered inodes again.
 func makeQuietBlock(fsys FS, dir string, dev uint64) error {
 	if err := spreadMkdir(fsys, dir); err != nil {
 		return err
@@ -244,7 +260,10 @@ func makeQuietBlock(fsys FS, dir string, dev uint64) error {
 	perBlock := map[uint64]int{}
 	var full uint64
 	found := false
-	for i := 0; i < quietMaxFiles && !found; i++ {
+	for i := 0; i < quietTries*quietTryFiles && !found; i++ {
+		if i > 0 && i%quietTryFiles == 0 {
+			time.Sleep(5*time.Millisecond + rand.N(20*time.Millisecond))
+		}
 		name := dir + "/" + strconv.Itoa(i)
 		f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
@@ -265,7 +284,7 @@ func makeQuietBlock(fsys FS, dir string, dev uint64) error {
 		full, found = b, perBlock[b] == quietPerBlock
 	}
 	if !found {
-		return fmt.Errorf("no whole inode block in %d files", quietMaxFiles)
+		return fmt.Errorf("no whole inode block in %d files", len(names))
 	}
 	for ino, name := range names {
 		if (ino-1)/quietPerBlock != full {

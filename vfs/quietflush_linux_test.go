@@ -180,3 +180,48 @@ func checkQuietBlockErr(q string, dev uint64) error {
 	}
 	return nil
 }
+
+// Two stores on one filesystem making their quiet blocks at the same time (two processes
+// started together, or two test suites) are placed in the same block group by the spreading
+// allocator and take every other inode while both go on: each must still end with a whole
+// block of its own.
+func TestQuietBlocksMadeSideBySide(t *testing.T) {
+	needWAL(t)
+	const makers, rounds = 2, 10
+	var stores [makers]FS
+	var dev uint64
+	for i := range stores {
+		dir := filepath.Join(t.TempDir(), "m")
+		if err := os.MkdirAll(filepath.Join(dir, historyDir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		dev = needQuietFlush(t, dir)
+		fsys, err := NewOSFs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = fsys
+	}
+	for r := range rounds {
+		start := make(chan struct{})
+		errs := make(chan error, makers)
+		for _, fsys := range stores {
+			go func() {
+				<-start
+				errs <- makeQuietBlock(fsys, quietDir+".r"+strconv.Itoa(r), dev)
+			}()
+		}
+		close(start)
+		for range makers {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: %v", r, err)
+			}
+		}
+		for i, fsys := range stores {
+			q := filepath.Join(fsys.(*OSFs).dir, quietDir+".r"+strconv.Itoa(r))
+			if err := checkQuietBlockErr(q, dev); err != nil && !t.Failed() {
+				t.Errorf("round %d, store %d: %v", r, i, err)
+			}
+		}
+	}
+}
