@@ -96,6 +96,48 @@ func TestCallDeadline(t *testing.T) {
 	}
 }
 
+// A caller's context with a deadline keeps it where it comes before the handlers' timeout,
+// and gets the timeout where it comes later (or never).
+func TestCallDeadlineFromContext(t *testing.T) {
+	dir := t.TempDir()
+	other, err := vfs.NewOSFs(dir) // another process holding the lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.LockStorage(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	defer other.UnlockStorage()
+	for _, c := range []struct {
+		name             string
+		timeout, context time.Duration // the context's deadline from now; 0: none
+		want             time.Duration
+	}{
+		{"context sooner", time.Hour, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"context later", 300 * time.Millisecond, 20 * time.Second, 300 * time.Millisecond},
+		{"no context deadline", 300 * time.Millisecond, 0, 300 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := handlers.New(openOS(t, dir), handlers.DefaultLimits(), handlers.Timeout(c.timeout))
+			ctx := context.Background()
+			if c.context > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.context)
+				defer cancel()
+			}
+			start := time.Now()
+			res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"})
+			if want := "Error: Could not create /memories/a.md: " + handlers.ReasonTimeout; res.Text != want {
+				t.Errorf("got %q, want %q", res.Text, want)
+			}
+			if d := time.Since(start); d < c.want-50*time.Millisecond || d > c.want+5*time.Second {
+				t.Errorf("the call gave up after %v, want about %v", d, c.want)
+			}
+		})
+	}
+}
+
 // When the storage directory is removed, calls say so (not "internal error"), and the store
 // serves again as soon as the directory is back, without a restart.
 func TestVanishedRoot(t *testing.T) {

@@ -169,6 +169,9 @@ func modernInfo(raw json.RawMessage) (*mcpserver.RequestProtocolInfo, bool) {
 // callArguments decodes a tool call's arguments as mcp-go does; ok is false when they do
 // not decode that way (mcp-go then answers with its error, and nothing runs).
 func callArguments(req *rpcRequest) (args map[string]any, ok bool) {
+	if string(req.Params.Arguments) == "{}" {
+		return map[string]any{}, true // as decoded, without the decoder's setting up
+	}
 	if len(req.Params.Arguments) > 0 {
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
 			return nil, false
@@ -328,18 +331,24 @@ func (s *Server) directHTTP(r *http.Request, body []byte) (resp []byte, ok bool)
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil, false
 	}
-	var msg struct { // decoded once: the arguments stay raw until callArguments
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  *rpcParams      `json:"params"`
-		Result  json.RawMessage `json:"result"`
-		Error   json.RawMessage `json:"error"`
+	var req rpcRequest
+	if !scanRequest(body, &req) { // a line it takes has no result or error, and its params are an object if any
+		var msg struct { // decoded once: the arguments stay raw until callArguments
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Method  string          `json:"method"`
+			Params  *rpcParams      `json:"params"`
+			Result  json.RawMessage `json:"result"`
+			Error   json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(body, &msg) != nil || msg.Result != nil || msg.Error != nil || msg.Params == nil {
+			return nil, false
+		}
+		req = rpcRequest{JSONRPC: msg.JSONRPC, ID: msg.ID, Method: msg.Method, Params: *msg.Params}
 	}
-	if json.Unmarshal(body, &msg) != nil || msg.Result != nil || msg.Error != nil || msg.Method != string(mcp.MethodToolsCall) || msg.Params == nil {
+	if req.Method != string(mcp.MethodToolsCall) {
 		return nil, false
 	}
-	req := rpcRequest{JSONRPC: msg.JSONRPC, ID: msg.ID, Method: msg.Method, Params: *msg.Params}
 	handler, ok := s.directTool(&req)
 	if !ok || len(req.Params.Meta) == 0 {
 		return nil, false // an older client's call belongs to a session: mcp-go's way

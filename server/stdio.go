@@ -68,6 +68,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 	l := &stdioLoop{s: s, w: w, reqCtx: reqCtx, listenCtx: listenCtx, stopCtx: ctx, token: make(chan struct{}, 1), cancels: map[string]context.CancelFunc{},
 		r: bufio.NewReaderSize(in, 64<<10), maxLine: maxLine, inputDone: make(chan struct{}), idleNow: make(chan struct{})}
 	l.waiting = inputWaiting(in)
+	if h := s.handlersFor(reqCtx); h != nil {
+		l.timeout = h.Timeout()
+	}
 	l.workers = 1
 	l.token <- struct{}{}
 	go l.work()
@@ -136,6 +139,8 @@ type stdioLoop struct {
 	// the reading passes on unasked); buffered, whether r holds more than the leader took.
 	waiting  func() bool
 	buffered atomic.Bool
+
+	timeout time.Duration // the handlers' bound on a call (Handlers.Timeout); zero: none
 
 	inputDone chan struct{} // closed when the input ended; readErr says how
 	readErr   error
@@ -343,7 +348,15 @@ func (l *stdioLoop) serve(line []byte, req *rpcRequest) {
 		args, ok = callArguments(req)
 	}
 	if ok {
-		ctx, cancel := context.WithCancel(l.reqCtx)
+		// The call's deadline, set here with the cancellation rather than by the handlers
+		// under it: one context and one timer per call (see Handlers.Timeout).
+		var ctx context.Context
+		var cancel context.CancelFunc
+		if l.timeout > 0 {
+			ctx, cancel = context.WithTimeout(l.reqCtx, l.timeout)
+		} else {
+			ctx, cancel = context.WithCancel(l.reqCtx)
+		}
 		id := string(bytes.TrimSpace(req.ID))
 		l.mu.Lock()
 		l.cancels[id] = cancel
@@ -462,6 +475,9 @@ func (l *stdioLoop) spin(start time.Time) {
 // reports whether the line is a message to serve (a response to a request of ours, which
 // we never send, is not).
 func (s *Server) parse(line []byte, req *rpcRequest, w *stdioWriter) bool {
+	if scanRequest(line, req) {
+		return req.Method != ""
+	}
 	if err := json.Unmarshal(line, req); err != nil {
 		// Arguments that do not decode as they are (a number beyond a float64's range):
 		// the head alone, and mcp-go's way.

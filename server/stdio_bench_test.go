@@ -62,3 +62,25 @@ func BenchmarkServeStdioNoop(b *testing.B) {
 	inR.Close()
 	outR.Close()
 }
+
+// BenchmarkServeStdioNoopCPU is the stdio loop's CPU for the same call with nothing to wait
+// for: the lines are all in memory and the answers go nowhere, so that no system call or
+// wake-up is counted, only the loop's decoding, dispatch and encoding.
+func BenchmarkServeStdioNoopCPU(b *testing.B) {
+	st := vfs.NewMemoryStore()
+	defer st.Close()
+	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Version: "bench"})
+	var in bytes.Buffer
+	in.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}` + "\n")
+	in.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	line := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_view","arguments":{}}}` + "\n"
+	in.Grow(b.N * len(line))
+	for range b.N {
+		in.WriteString(line)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := s.ServeStdio(context.Background(), &in, io.Discard, 1<<20); err != nil {
+		b.Fatal(err)
+	}
+}
