@@ -65,7 +65,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 		}
 	}()
 
-	l := &stdioLoop{s: s, w: w, reqCtx: reqCtx, listenCtx: listenCtx, stopCtx: ctx, token: make(chan struct{}, 1), cancels: map[string]context.CancelFunc{},
+	l := &stdioLoop{s: s, w: w, reqCtx: reqCtx, listenCtx: listenCtx, stopCtx: ctx, token: make(chan struct{}, 1),
 		r: bufio.NewReaderSize(in, 64<<10), maxLine: maxLine, inputDone: make(chan struct{}), idleNow: make(chan struct{})}
 	l.waiting = inputWaiting(in)
 	if h := s.handlersFor(reqCtx); h != nil {
@@ -73,6 +73,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 	}
 	l.workers = 1
 	l.token <- struct{}{}
+	defer l.calls.endAll(context.Canceled) // its timer, once every call is over
 	go l.work()
 	select {
 	case <-l.inputDone:
@@ -92,6 +93,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 		case <-time.After(ShutdownTimeout):
 			s.log.Warn().Msg("calls still running after the shutdown timeout; stopping anyway")
 			cancelRequests()
+			l.calls.endAll(context.Canceled)
 			select {
 			case <-l.idleNow:
 			case <-time.After(time.Second):
@@ -141,12 +143,12 @@ type stdioLoop struct {
 	buffered atomic.Bool
 
 	timeout time.Duration // the handlers' bound on a call (Handlers.Timeout); zero: none
+	calls   callWatch     // the direct calls running, their cancellation and deadlines
 
 	inputDone chan struct{} // closed when the input ended; readErr says how
 	readErr   error
 
-	mu      sync.Mutex                    // guards the fields below
-	cancels map[string]context.CancelFunc // direct calls running, by id (notifications/cancelled)
+	mu      sync.Mutex // guards the fields below
 	workers int
 	idle    int // workers waiting for the token
 	running int // requests being served
@@ -348,24 +350,11 @@ func (l *stdioLoop) serve(line []byte, req *rpcRequest) {
 		args, ok = callArguments(req)
 	}
 	if ok {
-		// The call's deadline, set here with the cancellation rather than by the handlers
-		// under it: one context and one timer per call (see Handlers.Timeout).
-		var ctx context.Context
-		var cancel context.CancelFunc
-		if l.timeout > 0 {
-			ctx, cancel = context.WithTimeout(l.reqCtx, l.timeout)
-		} else {
-			ctx, cancel = context.WithCancel(l.reqCtx)
-		}
-		id := string(bytes.TrimSpace(req.ID))
-		l.mu.Lock()
-		l.cancels[id] = cancel
-		l.mu.Unlock()
+		// The call's deadline comes with its cancellation, rather than from the handlers
+		// under it, which keep it (see Handlers.Timeout and callContext).
+		ctx := l.calls.start(l.reqCtx, string(bytes.TrimSpace(req.ID)), l.timeout)
 		l.w.writeRaw(l.s.callDirect(ctx, handler, info, req, args))
-		l.mu.Lock()
-		delete(l.cancels, id)
-		l.mu.Unlock()
-		cancel()
+		l.calls.end(ctx)
 		return
 	}
 	l.w.write(l.s.handle(l.reqCtx, line, req.Method))
@@ -373,11 +362,7 @@ func (l *stdioLoop) serve(line []byte, req *rpcRequest) {
 
 // cancel cancels the direct call with the given id, if one runs.
 func (l *stdioLoop) cancel(id json.RawMessage) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if cancel, ok := l.cancels[string(bytes.TrimSpace(id))]; ok {
-		cancel()
-	}
+	l.calls.cancelID(string(bytes.TrimSpace(id)))
 }
 
 // MaxStdioPoll bounds Config.StdioPoll: a look that finds nothing costs its whole length of
