@@ -69,19 +69,27 @@ func TestFIFOSwap(t *testing.T) {
 	}
 }
 
+// holdLock takes the storage lock of the store in dir as another process would, and
+// returns what releases it.
+func holdLock(t *testing.T, dir string) (unlock func()) {
+	t.Helper()
+	other, err := vfs.NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	if _, err := other.LockStorage(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	return func() { other.UnlockStorage() }
+}
+
 // A call that cannot get the storage lock in time gives up with docs/behaviour.md §4's error and holds
 // nothing; once the lock is free, calls work again.
 func TestCallDeadline(t *testing.T) {
 	dir := t.TempDir()
 	h := handlers.New(openOS(t, dir), handlers.DefaultLimits(), handlers.Timeout(300*time.Millisecond))
-	other, err := vfs.NewOSFs(dir) // another process holding the lock
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.LockStorage(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
+	unlock := holdLock(t, dir)
 	start := time.Now()
 	res := call(h, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"})
 	if want := "Error: Could not create /memories/a.md: " + handlers.ReasonTimeout; res.Text != want {
@@ -90,7 +98,7 @@ func TestCallDeadline(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the call took %v", d)
 	}
-	other.UnlockStorage()
+	unlock()
 	if res := call(h, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"}); res.IsError {
 		t.Errorf("after the lock is free: %s", res.Text)
 	}
@@ -100,15 +108,7 @@ func TestCallDeadline(t *testing.T) {
 // and gets the timeout where it comes later (or never).
 func TestCallDeadlineFromContext(t *testing.T) {
 	dir := t.TempDir()
-	other, err := vfs.NewOSFs(dir) // another process holding the lock
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.LockStorage(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	defer other.UnlockStorage()
+	defer holdLock(t, dir)()
 	for _, c := range []struct {
 		name             string
 		timeout, context time.Duration // the context's deadline from now; 0: none

@@ -22,27 +22,22 @@ import (
 func scanRequest(line []byte, req *rpcRequest) bool {
 	s := scanner{b: line}
 	var r rpcRequest
-	seen := 0
-	ok := s.object(func(key []byte) bool {
-		var bit int
+	ok := s.object(func(key []byte) int {
 		switch string(key) {
 		case "jsonrpc":
-			bit, r.JSONRPC = 1, s.plainString()
+			r.JSONRPC = s.plainString()
+			return 1
 		case "id":
-			bit, r.ID = 2, s.raw()
+			r.ID = s.raw()
+			return 2
 		case "method":
-			bit, r.Method = 4, s.plainString()
+			r.Method = s.plainString()
+			return 4
 		case "params":
-			bit = 8
 			s.params(&r.Params)
-		default:
-			return false
+			return 8
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return s.ok
+		return 0
 	})
 	if !ok || !s.end() {
 		return false
@@ -80,33 +75,43 @@ func (s *scanner) end() bool {
 	return s.ok && s.i == len(s.b)
 }
 
-// object reads an object, calling member for each key with s at its value (after the
-// colon); member reads the value and reports whether to go on.
-func (s *scanner) object(member func(key []byte) bool) bool {
+// object reads an object whose keys are among those member knows, each once: member
+// reads the value of key (s is at it, after the colon) and returns the key's bit, a power
+// of two of its own, or 0 for a key it does not know.
+func (s *scanner) object(member func(key []byte) int) bool {
 	s.ok = true
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return false
 	}
 	s.i++
+	seen := 0
+	return s.items('}', func() bool {
+		key, ok := s.plainBytes()
+		if !ok || !s.colon() {
+			return false
+		}
+		bit := member(key)
+		if bit == 0 || seen&bit != 0 || !s.ok {
+			return false
+		}
+		seen |= bit
+		return true
+	})
+}
+
+// items reads the items of an object or array, whose opening byte was read, up to and
+// including the closing byte end: item reads one (with no white space before it) and
+// reports whether it was one.
+func (s *scanner) items(end byte, item func() bool) bool {
 	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
+	if s.i < len(s.b) && s.b[s.i] == end {
 		s.i++
 		return true
 	}
 	for {
 		s.space()
-		key, ok := s.plainBytes()
-		if !ok {
-			return false
-		}
-		s.space()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.space()
-		if !member(key) || !s.ok {
+		if !item() {
 			return false
 		}
 		s.space()
@@ -116,7 +121,7 @@ func (s *scanner) object(member func(key []byte) bool) bool {
 		switch s.b[s.i] {
 		case ',':
 			s.i++
-		case '}':
+		case end:
 			s.i++
 			return true
 		default:
@@ -125,32 +130,39 @@ func (s *scanner) object(member func(key []byte) bool) bool {
 	}
 }
 
+// colon reads the colon after a key, and the white space around it.
+func (s *scanner) colon() bool {
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != ':' {
+		return false
+	}
+	s.i++
+	s.space()
+	return true
+}
+
 // params reads a tool call's params object into p.
 func (s *scanner) params(p *rpcParams) {
-	seen := 0
-	ok := s.object(func(key []byte) bool {
-		var bit int
+	s.ok = s.object(func(key []byte) int {
 		switch string(key) {
 		case "name":
-			bit, p.Name = 1, s.plainString()
+			p.Name = s.plainString()
+			return 1
 		case "arguments":
-			bit, p.Arguments = 2, s.raw()
+			p.Arguments = s.raw()
+			return 2
 		case "task":
-			bit, p.Task = 4, s.raw()
+			p.Task = s.raw()
+			return 4
 		case "_meta":
-			bit, p.Meta = 8, s.raw()
+			p.Meta = s.raw()
+			return 8
 		case "requestId":
-			bit, p.RequestID = 16, s.raw()
-		default:
-			return false
+			p.RequestID = s.raw()
+			return 16
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return s.ok
+		return 0
 	})
-	s.ok = ok
 }
 
 // plainBytes reads a string of printable ASCII without escapes, and returns its bytes.
@@ -231,63 +243,10 @@ func (s *scanner) value(depth int) bool {
 	switch c := s.b[s.i]; {
 	case c == '{':
 		s.i++
-		s.space()
-		if s.i < len(s.b) && s.b[s.i] == '}' {
-			s.i++
-			return true
-		}
-		for {
-			s.space()
-			if !s.str() {
-				return false
-			}
-			s.space()
-			if s.i >= len(s.b) || s.b[s.i] != ':' {
-				return false
-			}
-			s.i++
-			s.space()
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.space()
-			if s.i >= len(s.b) {
-				return false
-			}
-			if s.b[s.i] == '}' {
-				s.i++
-				return true
-			}
-			if s.b[s.i] != ',' {
-				return false
-			}
-			s.i++
-		}
+		return s.items('}', func() bool { return s.str() && s.colon() && s.value(depth+1) })
 	case c == '[':
 		s.i++
-		s.space()
-		if s.i < len(s.b) && s.b[s.i] == ']' {
-			s.i++
-			return true
-		}
-		for {
-			s.space()
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.space()
-			if s.i >= len(s.b) {
-				return false
-			}
-			if s.b[s.i] == ']' {
-				s.i++
-				return true
-			}
-			if s.b[s.i] != ',' {
-				return false
-			}
-			s.i++
-		}
+		return s.items(']', func() bool { return s.value(depth + 1) })
 	case c == '"':
 		return s.str()
 	case c == '-' || c >= '0' && c <= '9':

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"os"
@@ -13,29 +12,33 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-// A tool call over stdio is bounded by the handlers' timeout, which the stdio loop sets
-// with the context it cancels the call by: a call that cannot get the storage lock gives
-// up with the timeout's error in that time, and the next call works once the lock is free.
-func TestStdioCallDeadline(t *testing.T) {
+// lockedStdio serves, until ctx ends or its input closes, a server with the given call
+// timeout on an os store whose storage lock another process can take (lock and unlock),
+// over an operating system's pipe, with a session opened by initialize. send writes a
+// line; the server's lines come on lines; done gets what ServeStdio returned; closeInput
+// ends its input.
+func lockedStdio(t *testing.T, ctx context.Context, timeout time.Duration) (send func(line string), lines <-chan stdioLine, done <-chan error, closeInput func(), lock, unlock func()) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := vfs.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	other, err := vfs.NewOSFs(dir) // another process holding the lock
+	t.Cleanup(func() { st.Close() })
+	other, err := vfs.NewOSFs(dir) // another process, to hold the lock
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
-	s := New(handlers.New(st, handlers.DefaultLimits(), handlers.Timeout(300*time.Millisecond)), Config{Tools: "split", Version: "test"})
+	t.Cleanup(func() { other.Close() })
+	s := New(handlers.New(st, handlers.DefaultLimits(), handlers.Timeout(timeout)), Config{Tools: "split", Version: "test"})
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	lines, done := serveStdioTest(s, r)
-	send := func(line string) {
+	t.Cleanup(func() { r.Close(); w.Close() })
+	lines, done = serveStdioTestCtx(ctx, s, r)
+	send = func(line string) {
+		t.Helper()
 		if _, err := io.WriteString(w, line+"\n"); err != nil {
 			t.Fatal(err)
 		}
@@ -43,12 +46,29 @@ func TestStdioCallDeadline(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	awaitAnswer(t, lines, "0", func(stdioLine) {})
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-
-	if _, err := other.LockStorage(context.Background(), true); err != nil {
-		t.Fatal(err)
+	lock = func() {
+		t.Helper()
+		if _, err := other.LockStorage(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
 	}
+	unlock = func() { other.UnlockStorage() }
+	return send, lines, done, func() { w.Close() }, lock, unlock
+}
+
+// createCall is the line of a call with the given id that creates /memories/a.md.
+func createCall(id string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`
+}
+
+// A tool call over stdio is bounded by the handlers' timeout, which the stdio loop sets
+// with the context it cancels the call by: a call that cannot get the storage lock gives
+// up with the timeout's error in that time, and the next call works once the lock is free.
+func TestStdioCallDeadline(t *testing.T) {
+	send, lines, done, closeInput, lock, unlock := lockedStdio(t, context.Background(), 300*time.Millisecond)
+	lock()
 	start := time.Now()
-	send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
+	send(createCall("1"))
 	answer := awaitAnswer(t, lines, "1", func(stdioLine) {})
 	if d := answer.at.Sub(start); d < 250*time.Millisecond || d > 5*time.Second {
 		t.Errorf("the call gave up after %v, want about 300ms", d)
@@ -56,12 +76,12 @@ func TestStdioCallDeadline(t *testing.T) {
 	if want := "Error: Could not create /memories/a.md: " + handlers.ReasonTimeout; !strings.Contains(answer.text, want) || !strings.Contains(answer.text, `"isError":true`) {
 		t.Errorf("got %s, want the error %q", answer.text, want)
 	}
-	other.UnlockStorage()
-	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
+	unlock()
+	send(createCall("2"))
 	if answer := awaitAnswer(t, lines, "2", func(stdioLine) {}); strings.Contains(answer.text, `"isError":true`) {
 		t.Errorf("after the lock is free: %s", answer.text)
 	}
-	w.Close()
+	closeInput()
 	if err := <-done; err != nil {
 		t.Error(err)
 	}
@@ -73,48 +93,12 @@ func TestStdioStopCancelsAStuckCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits ShutdownTimeout (5 s)")
 	}
-	dir := t.TempDir()
-	st, err := vfs.OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	other, err := vfs.NewOSFs(dir) // another process holding the lock
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	s := New(handlers.New(st, handlers.DefaultLimits(), handlers.Timeout(time.Minute)), Config{Tools: "split", Version: "test"})
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- s.ServeStdio(ctx, r, outW, 1<<20)
-		outW.Close()
-	}()
-	lines := make(chan stdioLine, 100)
-	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			lines <- stdioLine{sc.Text(), time.Now()}
-		}
-		close(lines)
-	}()
-	io.WriteString(w, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
-	awaitAnswer(t, lines, "0", func(stdioLine) {})
-	io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
-	if _, err := other.LockStorage(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	defer other.UnlockStorage()
-	io.WriteString(w, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`+"\n")
+	send, lines, done, _, lock, unlock := lockedStdio(t, ctx, time.Minute)
+	lock()
+	defer unlock()
+	send(createCall("1"))
 	time.Sleep(100 * time.Millisecond) // the call waits for the lock
 	start := time.Now()
 	stop()

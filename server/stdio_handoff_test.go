@@ -254,10 +254,15 @@ type stdioLine struct {
 // serveStdioTest serves s over stdio, reading in, and returns the lines it writes as they
 // come (closed once its output ends) and what ServeStdio returned.
 func serveStdioTest(s *Server, in io.Reader) (<-chan stdioLine, <-chan error) {
+	return serveStdioTestCtx(context.Background(), s, in)
+}
+
+// serveStdioTestCtx is serveStdioTest until ctx ends.
+func serveStdioTestCtx(ctx context.Context, s *Server, in io.Reader) (<-chan stdioLine, <-chan error) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ServeStdio(context.Background(), in, outW, 1<<20)
+		done <- s.ServeStdio(ctx, in, outW, 1<<20)
 		outW.Close()
 	}()
 	lines := make(chan stdioLine, 1000)
