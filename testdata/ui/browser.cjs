@@ -190,6 +190,32 @@ async function local() {
   await treeItem(page, "/memories/agent.md");
   await page.screenshot({ path: path.join(shots, "live.png") });
 
+  step("what a person types survives a load of the editor that ends late");
+  await openFile(page, "/memories/agent.md");
+  let release;
+  const held = new Promise((r) => (release = r));
+  let heldRequest = null;
+  await page.route("**/api/file?*", async (route) => {
+    if (!heldRequest) {
+      heldRequest = route.request(); // the editor's first load, held back
+      await held;
+    }
+    await route.continue();
+  });
+  await page.locator("#edit").click();
+  await until("the editor's load held", async () => heldRequest !== null);
+  // Another process's change makes the page refresh the view, which loads the editor again.
+  assert.equal(await ask('AGENT /memories/agent2.md "Another fact.\\n"'), "done");
+  await page.locator("#editor").waitFor();
+  await page.locator("#editor").fill("Typed by a person.\n");
+  release();
+  await heldRequest.response(); // the first load ends now, after the editor was filled
+  await page.waitForTimeout(300);
+  await page.unroute("**/api/file?*");
+  assert.equal(await page.locator("#editor").inputValue(), "Typed by a person.\n", "the typed text was replaced");
+  await page.keyboard.press("Escape");
+  await page.locator("#content").waitFor();
+
   step("a narrow (phone) window and dark mode");
   await page.setViewportSize({ width: 390, height: 844 });
   await page.locator("#toggle-files").click();

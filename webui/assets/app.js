@@ -440,7 +440,12 @@ async function showFile(p, tab, line) {
   }
   if (state.view.path !== p || state.view.tab !== tab) return;
   state.view.sha256 = file.sha256;
-  if (tab === "edit" && !state.session.read_only && !file.binary) return showEditor(p, file, head(file, findNode(p)));
+  if (tab === "edit" && !state.session.read_only && !file.binary) {
+    // An editor already open on this file keeps what the person typed: this load may be an
+    // older one that ended after a refresh (a change elsewhere, a reconnect) loaded it again.
+    if (state.editing && state.editing.path === p && $("editor")) return;
+    return showEditor(p, file, head(file, findNode(p)));
+  }
   setMain(head(file, findNode(p)), contentBlock(file, line));
   if (line) {
     const hit = $("main").querySelector(".line.hit");
