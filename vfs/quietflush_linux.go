@@ -57,13 +57,14 @@ const (
 	// default 256-byte inodes in 4 KiB blocks. (With 128-byte inodes a block holds 32,
 	// and the quiet block is then only half of one: still correct, just not quiet.)
 	quietPerBlock = 16
-	// quietTries and quietTryFiles bound the files made to find a whole block of them
-	// (made once per store): the allocator hands out the lowest free inodes of the
-	// directory's group, around other files and the inodes freed in the last minute,
-	// which it skips, and another process making files there at the same time takes
-	// some of them (see makeQuietBlock).
-	quietTries    = 8
-	quietTryFiles = 512
+	// quietMaxFiles bounds the files made to find a whole block of them (made once per
+	// store): the allocator hands out the lowest free inodes of the directory's group,
+	// around other files and the inodes freed in the last minute, which it skips, and
+	// another process making files there at the same time takes some of them; after
+	// every quietPauseEvery files that filled no block, the making pauses (see
+	// makeQuietBlock).
+	quietMaxFiles   = 4096
+	quietPauseEvery = 512
 )
 
 // setupQuietFlush returns a quietFlush for the log wal, or nil and why not where the log
@@ -248,7 +249,7 @@ func openQuietFile(fsys FS, dev uint64) (afero.File, error) {
 // files in the same group at the same time (another store making its quiet block or its
 // spare, which the spreading allocator places in the same group: two test suites at once
 // did) takes every other inode, and no block fills while both go on. So after every
-// quietTryFiles files that filled no block, it waits a random 5–25 ms, long enough for the
+// quietPauseEvery files that filled no block, it waits a random 5–25 ms, long enough for the
 // two to stop overlapping. The files made so far are kept until a block is full: the
 // allocator hands an inode freed within the same second straight back, so removing them
 // would send the next files over the same scattered inodes again.
@@ -260,8 +261,8 @@ func makeQuietBlock(fsys FS, dir string, dev uint64) error {
 	perBlock := map[uint64]int{}
 	var full uint64
 	found := false
-	for i := 0; i < quietTries*quietTryFiles && !found; i++ {
-		if i > 0 && i%quietTryFiles == 0 {
+	for i := 0; i < quietMaxFiles && !found; i++ {
+		if i > 0 && i%quietPauseEvery == 0 {
 			time.Sleep(5*time.Millisecond + rand.N(20*time.Millisecond))
 		}
 		name := dir + "/" + strconv.Itoa(i)
