@@ -327,3 +327,17 @@ func TestStartupRefusalAndToken(t *testing.T) {
 		t.Errorf("token %q does not match entry %+v", token, specs[0])
 	}
 }
+
+// A tenants file that would give one tenant the whole storage (dir ".") stops the server
+// at start-up, naming the tenant.
+func TestTenantOwningTheStorageRefused(t *testing.T) {
+	_, sha := server.NewToken()
+	_, sha2 := server.NewToken()
+	file := filepath.Join(t.TempDir(), "tenants.json")
+	os.WriteFile(file, []byte(`{"tenants":[{"name":"alice","token_sha256":"`+sha+`"},{"name":"mallory","token_sha256":"`+sha2+`","dir":"./."}]}`), 0o600)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-transport", "http", "-addr", "127.0.0.1:0", "-root", t.TempDir(), "-tenants", file}, func(string) string { return "" }, nil, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), `tenant mallory: dir "." must be a directory inside the storage`) {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}

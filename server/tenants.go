@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,13 +9,17 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // TenantSpec is one entry of the tenants file.
@@ -40,13 +45,19 @@ func ValidTenantName(name string) error {
 	return nil
 }
 
-// ParseTenants reads a tenants file: {"tenants": [TenantSpec, ...]}. Unknown fields are
-// errors, so a misspelt "read_only" does not silently grant write access.
+// ParseTenants reads a tenants file: {"tenants": [TenantSpec, ...]}. Unknown fields and
+// keys given twice are errors, so a misspelt or repeated "read_only" does not silently
+// grant write access. Each tenant's dir must be its own directory strictly inside the
+// storage: not the storage itself, not the server's bookkeeping, and neither inside nor
+// around another tenant's (compared case-folded where the filesystem folds case).
 func ParseTenants(data []byte) ([]TenantSpec, error) {
 	var file struct {
 		Tenants []TenantSpec `json:"tenants"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if err := checkJSON(data); err != nil {
+		return nil, fmt.Errorf("tenants file: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&file); err != nil {
 		return nil, fmt.Errorf("tenants file: %v", err)
@@ -54,7 +65,8 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 	if len(file.Tenants) == 0 {
 		return nil, fmt.Errorf("tenants file lists no tenants")
 	}
-	names, hashes, dirs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	names, hashes := map[string]bool{}, map[string]bool{}
+	dirs, dirsShown := map[string]string{}, map[string]string{} // by dirKey: the tenant, the dir as given
 	for i := range file.Tenants {
 		t := &file.Tenants[i]
 		if err := ValidTenantName(t.Name); err != nil {
@@ -68,29 +80,95 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 		if t.Dir == "" {
 			t.Dir = t.Name
 		}
-		if !filepath.IsLocal(t.Dir) || strings.HasPrefix(strings.ToLower(filepath.Base(t.Dir)), ".memory-mcp") {
-			return nil, fmt.Errorf("tenant %s: dir %q must be a relative path inside the storage", t.Name, t.Dir)
-		}
 		t.Dir = filepath.Clean(t.Dir)
+		if t.Dir == "." || !filepath.IsLocal(t.Dir) || slices.ContainsFunc(strings.Split(filepath.ToSlash(t.Dir), "/"), vfs.IsBookkeeping) {
+			return nil, fmt.Errorf("tenant %s: dir %q must be a directory inside the storage, not the storage itself nor the server's own files", t.Name, t.Dir)
+		}
 		for _, seen := range []struct {
 			m    map[string]bool
 			key  string
 			what string
-		}{{names, t.Name, "name"}, {hashes, t.TokenSHA256, "token"}, {dirs, t.Dir, "dir"}} {
+		}{{names, t.Name, "name"}, {hashes, t.TokenSHA256, "token"}} {
 			if seen.m[seen.key] {
 				return nil, fmt.Errorf("tenant %s: another tenant has the same %s", t.Name, seen.what)
 			}
 			seen.m[seen.key] = true
 		}
-	}
-	for d := range dirs {
-		for other := range dirs {
-			if d != other && strings.HasPrefix(other, d+string(filepath.Separator)) {
-				return nil, fmt.Errorf("tenant directories %q and %q nest: each tenant needs its own", d, other)
+		key := dirKey(t.Dir)
+		for other, name := range dirs {
+			if key == other || strings.HasPrefix(key, other+"/") || strings.HasPrefix(other, key+"/") {
+				return nil, fmt.Errorf("tenants %s and %s: directories %q and %q are the same or nest: each tenant needs its own, apart from the others", name, t.Name, dirsShown[other], t.Dir)
 			}
 		}
+		dirs[key] = t.Name
+		dirsShown[key] = t.Dir
 	}
 	return file.Tenants, nil
+}
+
+// foldsCase is whether the storage's filesystem takes names that differ only in case for
+// one name: the default ones of macOS and Windows do.
+var foldsCase = runtime.GOOS == "darwin" || runtime.GOOS == "windows"
+
+// dirKey is what two tenant directories are compared by: slashes, and folded case where
+// the filesystem folds it.
+func dirKey(dir string) string {
+	key := filepath.ToSlash(dir)
+	if foldsCase {
+		key = strings.ToLower(key)
+	}
+	return key
+}
+
+// checkJSON refuses what encoding/json lets through or words poorly: a syntax error is
+// named by line and column, and an object key given twice is refused (the decoder keeps
+// the last, silently).
+func checkJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			keys := map[string]bool{}
+			for dec.More() {
+				at := dec.InputOffset()
+				for at < int64(len(data)) && bytes.IndexByte([]byte(" \t\r\n,"), data[at]) >= 0 {
+					at++
+				}
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := k.(string)
+				if keys[strings.ToLower(key)] { // encoding/json matches field names in any case
+					return fmt.Errorf("%s: the key %q is given twice in one object", position(data, at), key)
+				}
+				keys[strings.ToLower(key)] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		}
+		return err
+	}
+	err := walk()
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		return fmt.Errorf("%s: %v", position(data, syn.Offset), err)
+	}
+	return err
 }
 
 // Tenant is a tenant with its memory, as the server uses it.
@@ -161,4 +239,13 @@ func sessionOf(r *http.Request) string {
 		return id
 	}
 	return r.URL.Query().Get("sessionId")
+}
+
+// position names the line and column (both from 1) of a byte offset in data.
+func position(data []byte, offset int64) string {
+	offset = min(max(offset, 0), int64(len(data)))
+	before := data[:offset]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
 }
