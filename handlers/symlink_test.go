@@ -165,3 +165,128 @@ func TestSymlinkInsideAndSpecialFiles(t *testing.T) {
 		t.Errorf("deleting the link touched its target: %q, %v", data, err)
 	}
 }
+
+// Links planted in the storage that lead into the server's own files (the history, the
+// locks), by a relative or an absolute target or through a directory, are refused like
+// links that leave it: the model can neither read nor change the history through them.
+func TestSymlinksIntoBookkeepingAreRefused(t *testing.T) {
+	plant := func(t *testing.T, dir string) {
+		t.Helper()
+		for name, target := range map[string]string{
+			"h":     ".memory-mcp-history",
+			"habs":  filepath.Join(dir, ".memory-mcp-history"),
+			"lock":  ".memory-mcp.lock",
+			"d/up":  "../.memory-mcp-history",
+			"round": ".memory-mcp-history/..",
+		} {
+			os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700)
+			if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, open := range map[string]func(t *testing.T) (*vfs.Store, string){
+		"os": func(t *testing.T) (*vfs.Store, string) {
+			dir := filepath.Join(t.TempDir(), "store")
+			s, err := vfs.OpenOSStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plant(t, dir)
+			return s, dir
+		},
+		"overlay-upper": func(t *testing.T) (*vfs.Store, string) {
+			lower, upper := filepath.Join(t.TempDir(), "lower"), filepath.Join(t.TempDir(), "upper")
+			os.MkdirAll(lower, 0o700)
+			s, err := vfs.OpenOverlayStore(lower, upper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plant(t, upper)
+			return s, upper
+		},
+		"overlay-lower": func(t *testing.T) (*vfs.Store, string) {
+			lower, upper := filepath.Join(t.TempDir(), "lower"), filepath.Join(t.TempDir(), "upper")
+			ls, err := vfs.OpenOSStore(lower) // a store of its own, with a history
+			if err != nil {
+				t.Fatal(err)
+			}
+			handlers.New(ls, handlers.DefaultLimits()).Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/low.md", "file_text": "low\n"})
+			ls.Close()
+			plant(t, lower)
+			s, err := vfs.OpenOverlayStore(lower, upper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, lower
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			store, dir := open(t)
+			t.Cleanup(func() { store.Close() })
+			h := handlers.New(store, handlers.DefaultLimits())
+			for _, call := range []map[string]any{
+				{"command": "create", "path": "/memories/notes.md", "file_text": "one\n"},
+				{"command": "str_replace", "path": "/memories/notes.md", "old_str": "one", "new_str": "two"},
+			} {
+				if res := h.Exec(context.Background(), call); res.IsError {
+					t.Fatalf("%v: %s", call, res.Text)
+				}
+			}
+			hist := filepath.Join(dir, ".memory-mcp-history")
+			if _, err := os.Stat(hist); err != nil {
+				t.Fatalf("no history to attack: %v", err)
+			}
+			before := hashDir(t, hist)
+			var calls []map[string]any
+			for _, p := range []string{"/memories/h", "/memories/habs", "/memories/d/up", "/memories/round/.memory-mcp-history"} {
+				calls = append(calls,
+					map[string]any{"command": "view", "path": p},
+					map[string]any{"command": "view", "path": p + "/log"},
+					map[string]any{"command": "view", "path": p + "/wal"},
+					map[string]any{"command": "create", "path": p + "/objects/evil", "file_text": "x"},
+					map[string]any{"command": "str_replace", "path": p + "/log", "old_str": "a", "new_str": "b"},
+					map[string]any{"command": "insert", "path": p + "/log", "insert_line": float64(0), "insert_text": "x"},
+					map[string]any{"command": "delete", "path": p + "/log"},
+					map[string]any{"command": "delete", "path": p + "/objects"},
+					map[string]any{"command": "rename", "old_path": p + "/log", "new_path": "/memories/stolen"},
+					map[string]any{"command": "rename", "old_path": "/memories/notes.md", "new_path": p + "/log2"},
+				)
+			}
+			calls = append(calls,
+				map[string]any{"command": "view", "path": "/memories/lock"},
+				map[string]any{"command": "str_replace", "path": "/memories/lock", "old_str": "a", "new_str": "b"},
+			)
+			for _, call := range calls {
+				res := h.Exec(context.Background(), call)
+				sent, _ := call["path"].(string)
+				if sent == "" {
+					sent = call["old_path"].(string)
+					if !strings.Contains(sent, "/h") && !strings.Contains(sent, "/d/") && !strings.Contains(sent, "round") {
+						sent = call["new_path"].(string)
+					}
+				}
+				want := "Error: Path " + sent + " would escape /memories directory"
+				if !res.IsError || res.Text != want {
+					t.Errorf("%v:\n got %q\nwant %q", call, res.Text, want)
+				}
+			}
+			// What the resources and the web page read goes through the same jail.
+			for _, p := range []string{"/memories/h/log", "/memories/d/up/log", "/memories/habs/log"} {
+				if data, _, err := h.Read(context.Background(), p); err == nil {
+					t.Errorf("Read %s gave the history's log: %q", p, data)
+				}
+			}
+			if hashDir(t, hist) != before {
+				t.Errorf("the history changed through a link")
+			}
+			if _, err := os.Stat(filepath.Join(dir, "stolen")); err == nil {
+				t.Errorf("the history's log was moved out")
+			}
+			// A link that only passes by the bookkeeping's parent stays an inside link.
+			if res := h.Exec(context.Background(), map[string]any{"command": "view", "path": "/memories/d"}); res.IsError {
+				t.Errorf("view of a directory holding a link: %s", res.Text)
+			}
+		})
+	}
+}

@@ -401,6 +401,16 @@ func (tx *aferoTx) Durable() error {
 	return nil
 }
 
+// jail refuses a path that a symbolic link in the storage leads into the server's own files
+// (the history, the locks), though they lie inside the root: rule P4 for bookkeeping. With
+// last, a final link counts too.
+func (tx *aferoTx) jail(p Path, last bool) error {
+	if !p.IsRoot() && tx.s.fs.ReachesBookkeeping(p.Name(), last) {
+		return &fs.PathError{Op: "open", Path: p.Name(), Err: ErrEscape}
+	}
+	return nil
+}
+
 // ErrReadOnlyTx is returned by a change attempted inside a read transaction.
 var ErrReadOnlyTx = errors.New("vfs: change inside a read-only transaction")
 
@@ -426,6 +436,9 @@ func (tx *aferoTx) beforeChange() error {
 // anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
 // that points outside. A path that runs through a file reports IsNotExist.
 func (tx *aferoTx) Stat(ctx context.Context, p Path) (Entry, error) {
+	if err := tx.jail(p, true); err != nil {
+		return Entry{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Entry{}, err
 	}
@@ -448,6 +461,9 @@ func (tx *aferoTx) Stat(ctx context.Context, p Path) (Entry, error) {
 
 // ReadFile returns the content of the file at p.
 func (tx *aferoTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
+	if err := tx.jail(p, true); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -492,6 +508,9 @@ func readRegular(fsys FS, name, display string) ([]byte, error) {
 // List returns the entries of the directory at p, sorted by name in byte order, without the
 // server's bookkeeping files, described without following links.
 func (tx *aferoTx) List(ctx context.Context, p Path) ([]Entry, error) {
+	if err := tx.jail(p, true); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -519,6 +538,9 @@ func (tx *aferoTx) WriteFileOver(ctx context.Context, p Path, old, data []byte) 
 }
 
 func (tx *aferoTx) writeFile(ctx context.Context, p Path, old []byte, oldKnown bool, data []byte) error {
+	if err := tx.jail(p, true); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -552,6 +574,9 @@ func (s *AferoStorage) addUsage(delta int64) {
 // CreateFile creates a new file at p with data as its content, creating missing parent
 // directories; it fails with fs.ErrExist if p exists, and never replaces anything.
 func (tx *aferoTx) CreateFile(ctx context.Context, p Path, data []byte) error {
+	if err := tx.jail(p, true); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -639,6 +664,9 @@ func writeFile(fsys FS, name string, data []byte, noReplace, sync bool) (err err
 
 // RemoveAll deletes the file or directory at p with everything below it.
 func (tx *aferoTx) RemoveAll(ctx context.Context, p Path) error {
+	if err := tx.jail(p, false); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -659,6 +687,9 @@ func (tx *aferoTx) RemoveAll(ctx context.Context, p Path) error {
 
 // RemoveDir deletes the directory at p if nothing is in it.
 func (tx *aferoTx) RemoveDir(ctx context.Context, p Path) error {
+	if err := tx.jail(p, false); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -675,6 +706,9 @@ func (tx *aferoTx) RemoveDir(ctx context.Context, p Path) error {
 // newp exists; the check and the move are one step, so a concurrent create is never
 // overwritten.
 func (tx *aferoTx) Rename(ctx context.Context, oldp, newp Path) error {
+	if err := errors.Join(tx.jail(oldp, false), tx.jail(newp, false)); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

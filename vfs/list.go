@@ -152,6 +152,9 @@ type Node struct {
 // symbolic links and special files never are. The walk costs one directory open per
 // directory, whatever the depth, and gives up when the transaction's context is done.
 func (tx *aferoTx) Tree(ctx context.Context, p Path, depth int, skip func(name string) bool) (Node, error) {
+	if err := tx.jail(p, true); err != nil {
+		return Node{}, err
+	}
 	d, err := tx.s.fs.OpenDir(p.Name())
 	if err != nil {
 		return Node{}, err

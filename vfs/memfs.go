@@ -411,3 +411,6 @@ func (m *MemFs) UnlockStorage() error { return nil }
 
 // Reload does nothing: a MemFs caches nothing of itself.
 func (m *MemFs) Reload() error { return nil }
+
+// ReachesBookkeeping is false: a MemFs has no symbolic links.
+func (m *MemFs) ReachesBookkeeping(string, bool) bool { return false }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,6 +267,23 @@ func isEscape(err error) bool {
 // (ok false) on a link that leads outside, or after 40 links. The result is only a name to
 // try again through the os.Root, which checks it once more.
 func (f *OSFs) resolveLinks(name string, last bool) (string, bool) {
+	resolved, ok, _ := f.walkLinks(name, last)
+	return resolved, ok
+}
+
+// ReachesBookkeeping reports whether name, its symbolic links followed (the final one only
+// with last), runs through one of the server's own files: a link planted in the storage
+// must not lead the model into the history or the locks, though they are inside the root.
+// The server names its own files directly, never through a link, so only names that pass
+// through a link are looked at.
+func (f *OSFs) ReachesBookkeeping(name string, last bool) bool {
+	_, _, bookkeeping := f.walkLinks(rel(name), last)
+	return bookkeeping
+}
+
+// walkLinks is resolveLinks, also reporting whether the target of a link followed on the
+// way names bookkeeping.
+func (f *OSFs) walkLinks(name string, last bool) (resolved string, ok, bookkeeping bool) {
 	parts := strings.Split(name, "/")
 	done := ""
 	for hops := 0; len(parts) > 0; {
@@ -273,7 +291,7 @@ func (f *OSFs) resolveLinks(name string, last bool) (string, bool) {
 		parts = parts[1:]
 		cand := path.Join(done, c)
 		if len(parts) == 0 && !last {
-			return cand, true
+			return cand, true, bookkeeping
 		}
 		fi, err := f.root.Lstat(cand)
 		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
@@ -281,11 +299,11 @@ func (f *OSFs) resolveLinks(name string, last bool) (string, bool) {
 			continue
 		}
 		if hops++; hops > 40 {
-			return "", false
+			return "", false, bookkeeping
 		}
 		target, err := f.root.Readlink(cand)
 		if err != nil {
-			return "", false
+			return "", false, bookkeeping
 		}
 		var next string
 		switch {
@@ -298,11 +316,18 @@ func (f *OSFs) resolveLinks(name string, last bool) (string, bool) {
 		case strings.HasPrefix(target, f.real+"/"):
 			next = strings.TrimPrefix(target, f.real+"/")
 		default:
-			return "", false
+			return "", false, bookkeeping
+		}
+		inside := next // the target's names within the storage (the root's own may be anything)
+		if !path.IsAbs(target) {
+			inside = target
+		}
+		if slices.ContainsFunc(strings.Split(inside, "/"), IsBookkeeping) {
+			bookkeeping = true // even a target that leaves the bookkeeping again by ".."
 		}
 		next = path.Clean(next)
 		if next == ".." || strings.HasPrefix(next, "../") {
-			return "", false
+			return "", false, bookkeeping
 		}
 		rest := parts
 		parts = nil
@@ -315,7 +340,7 @@ func (f *OSFs) resolveLinks(name string, last bool) (string, bool) {
 	if done == "" {
 		done = "."
 	}
-	return done, true
+	return done, true, bookkeeping
 }
 
 // Name identifies the filesystem type.

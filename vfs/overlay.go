@@ -40,6 +40,7 @@ const whiteoutsName = bookkeepingPrefix + "-whiteouts"
 type OverlayFs struct {
 	lower afero.Fs
 	upper FS
+	links interface{ ReachesBookkeeping(string, bool) bool } // the lower layer's links; nil: none
 
 	mu sync.RWMutex
 	wh map[string]bool // cleaned relative names whose lower entries are hidden, with everything below
@@ -48,10 +49,17 @@ type OverlayFs struct {
 // NewOverlayFs layers upper over lower and loads the whiteouts recorded in upper.
 func NewOverlayFs(lower afero.Fs, upper FS) (*OverlayFs, error) {
 	o := &OverlayFs{lower: afero.NewReadOnlyFs(lower), upper: upper}
+	o.links, _ = lower.(interface{ ReachesBookkeeping(string, bool) bool })
 	if err := o.Reload(); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// ReachesBookkeeping reports whether a link of either layer on name's way leads into the
+// server's own files.
+func (o *OverlayFs) ReachesBookkeeping(name string, last bool) bool {
+	return o.upper.ReachesBookkeeping(name, last) || o.links != nil && o.links.ReachesBookkeeping(name, last)
 }
 
 // Reload re-reads the whiteouts from the upper layer (another process may have changed them).

@@ -135,6 +135,9 @@ type FS interface {
 	// Reload re-reads what the filesystem caches of its own state (the overlay's
 	// whiteouts), after another process changed the storage.
 	Reload() error
+	// ReachesBookkeeping reports whether a symbolic link on name's way (the final one too
+	// with last) leads into the server's own files; always false without links.
+	ReachesBookkeeping(name string, last bool) bool
 }
 
 // Counters are what the storage lock keeps for every process that serves the storage: the
