@@ -22,7 +22,7 @@ func TestParseTenantsRefusals(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, file, want string
-		fold            bool
+		fold             bool
 	}{
 		{"dot", two("."), `dir "." must be a directory inside the storage`, false},
 		{"dot slash", two("./"), `dir "." must be`, false},
