@@ -48,14 +48,13 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request, name string) {
 		h.events(w, r, s, mem)
 		return
 	}
-	select {
-	case h.busy <- struct{}{}:
-		defer func() { <-h.busy }()
-	default:
+	release, ok := h.hold(s, false)
+	if !ok {
 		w.Header().Set("Retry-After", "1")
 		apiError(w, http.StatusServiceUnavailable, "the server is busy; try again in a moment")
 		return
 	}
+	defer release()
 	ctx := vfs.WithActor(r.Context(), vfs.ActorWeb)
 	q := r.URL.Query()
 	var (
@@ -229,6 +228,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Token string `json:"token"`
 	}
+	if !h.loginAllowed(w, "address "+clientAddress(r)) {
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if !h.readBody(w, r, &req) {
 		return
@@ -241,6 +243,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	if !ok || h.cfg.Memory(memory) == nil {
 		h.fails.Warn().Str("remote", r.RemoteAddr).Msg("web page: login refused")
 		apiError(w, http.StatusUnauthorized, "this token opens no memory here")
+		return
+	}
+	if !h.loginAllowed(w, "memory "+memory) {
 		return
 	}
 	h.startSession(w, r, memory)

@@ -21,22 +21,13 @@ const (
 // WatchInterval for changes made by other processes (an agent's own memory-mcp), which
 // arrive as changes by actor "external". The stream ends with its session.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request, s *session, mem *handlers.Handlers) {
-	h.mu.Lock()
-	if h.streams >= maxStreams || s.streams >= maxStreamsPer {
-		h.mu.Unlock()
+	release, ok := h.hold(s, true)
+	if !ok {
 		w.Header().Set("Retry-After", "5")
 		apiError(w, http.StatusServiceUnavailable, "too many live streams are open; close a tab")
 		return
 	}
-	h.streams++
-	s.streams++
-	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		h.streams--
-		s.streams--
-		h.mu.Unlock()
-	}()
+	defer release()
 
 	sub := mem.Subscribe(64)
 	defer sub.Close()

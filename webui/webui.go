@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,12 +38,17 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 // Limits of the page's requests.
 const (
-	maxSessions        = 1000           // sessions at once; beyond, the least recently used ends
+	maxSessions        = 1000           // sessions at once; beyond, the least recently used of the memory with the most ends
+	maxSessionsMemory  = 100            // of one memory (a tenant); beyond, its own least recently used ends
 	sessionIdle        = 12 * time.Hour // a session unused this long ends
 	sessionMaxAge      = 7 * 24 * time.Hour
-	maxBusy            = 16               // API requests being served at once
+	maxBusy            = 32               // API requests being served at once
+	maxBusyMemory      = 8                // of one memory: a quarter, as on the MCP side
 	maxStreams         = 64               // live activity streams at once
+	maxStreamsMemory   = 16               // of one memory: a quarter
 	maxStreamsPer      = 4                // of one session
+	loginBurst         = 20               // logins one client address, or one tenant, may make at once
+	loginEvery         = 3 * time.Second  // and then one per this long
 	bodyTimeout        = 30 * time.Second // to receive a request's body
 	cookieName         = "memory_mcp_ui"
 	csrfHeader         = "X-CSRF-Token"
@@ -75,13 +81,17 @@ type Config struct {
 type Handler struct {
 	cfg    Config
 	static http.Handler
-	busy   chan struct{}
 	fails  zerolog.Logger // sampled: failed logins
 
 	mu       sync.Mutex
 	sessions map[[sha256.Size]byte]*session // by the digest of the cookie's value
 	links    map[[sha256.Size]byte]link     // login links' tokens, by digest
-	streams  int
+	streams  int                            // live streams
+	busy     int                            // API requests being served
+	// By memory: its sessions, live streams and API requests being served, so that one
+	// tenant cannot take the whole page from the others.
+	memSessions, memStreams, memBusy map[string]int
+	logins                           buckets // login attempts, by client address and by memory
 }
 
 type session struct {
@@ -113,10 +123,12 @@ func New(cfg Config) *Handler {
 	return &Handler{
 		cfg:      cfg,
 		static:   http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(sub)),
-		busy:     make(chan struct{}, maxBusy),
 		fails:    cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Second}),
 		sessions: map[[sha256.Size]byte]*session{},
 		links:    map[[sha256.Size]byte]link{},
+
+		memSessions: map[string]int{}, memStreams: map[string]int{}, memBusy: map[string]int{},
+		logins: buckets{burst: loginBurst, every: loginEvery, m: map[string]bucket{}},
 	}
 }
 
@@ -174,6 +186,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // linkLogin exchanges a login link's token for a session cookie, and sends the browser on
 // to the page without the token in its address bar.
 func (h *Handler) linkLogin(w http.ResponseWriter, r *http.Request) {
+	if !h.loginAllowed(w, "address "+clientAddress(r)) {
+		return
+	}
 	memory, ok := h.linkToken(r.URL.Query().Get("token"))
 	if !ok {
 		h.fails.Warn().Str("remote", r.RemoteAddr).Msg("web page: login link refused")
@@ -192,16 +207,18 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, memory st
 	now := h.cfg.Now()
 	s := &session{memory: memory, csrf: randomToken(), created: now, lastSeen: now, cancelled: make(chan struct{})}
 	h.mu.Lock()
-	if len(h.sessions) >= maxSessions {
-		var oldest [sha256.Size]byte
-		var at time.Time
-		for k, o := range h.sessions {
-			if at.IsZero() || o.lastSeen.Before(at) {
-				oldest, at = k, o.lastSeen
+	if h.memSessions[memory] >= maxSessionsMemory {
+		h.endLocked(h.oldestLocked(memory))
+	} else if len(h.sessions) >= maxSessions {
+		most := memory
+		for m, n := range h.memSessions {
+			if n > h.memSessions[most] {
+				most = m
 			}
 		}
-		h.endLocked(oldest)
+		h.endLocked(h.oldestLocked(most))
 	}
+	h.memSessions[memory]++
 	h.sessions[sha256Sum(id)] = s
 	h.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
@@ -215,7 +232,107 @@ func (h *Handler) endLocked(key [sha256.Size]byte) {
 	if s, ok := h.sessions[key]; ok {
 		close(s.cancelled)
 		delete(h.sessions, key)
+		if h.memSessions[s.memory]--; h.memSessions[s.memory] <= 0 {
+			delete(h.memSessions, s.memory)
+		}
 	}
+}
+
+// oldestLocked returns the key of the memory's least recently used session.
+func (h *Handler) oldestLocked(memory string) (oldest [sha256.Size]byte) {
+	var at time.Time
+	for k, o := range h.sessions {
+		if o.memory == memory && (at.IsZero() || o.lastSeen.Before(at)) {
+			oldest, at = k, o.lastSeen
+		}
+	}
+	return oldest
+}
+
+// hold counts a request being served (or, with stream, a live stream) for the session
+// when the page's bound, the memory's share and (for a stream) the session's allow it;
+// release gives it back.
+func (h *Handler) hold(s *session, stream bool) (release func(), ok bool) {
+	total, max, per, perMax := &h.busy, maxBusy, h.memBusy, maxBusyMemory
+	if stream {
+		total, max, per, perMax = &h.streams, maxStreams, h.memStreams, maxStreamsMemory
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if *total >= max || per[s.memory] >= perMax || stream && s.streams >= maxStreamsPer {
+		return nil, false
+	}
+	*total++
+	per[s.memory]++
+	if stream {
+		s.streams++
+	}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		*total--
+		if per[s.memory]--; per[s.memory] <= 0 {
+			delete(per, s.memory)
+		}
+		if stream {
+			s.streams--
+		}
+	}, true
+}
+
+// loginAllowed spends one login attempt of the key's (a client address's or a memory's);
+// false when its share is spent for now.
+func (h *Handler) loginAllowed(w http.ResponseWriter, key string) bool {
+	h.mu.Lock()
+	wait, ok := h.logins.take(key, h.cfg.Now())
+	h.mu.Unlock()
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+		apiError(w, http.StatusTooManyRequests, "too many logins; wait a moment and try again")
+	}
+	return ok
+}
+
+// clientAddress is the host part of the request's peer address.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// buckets are token buckets by key: burst at once, then one per every. Full buckets are
+// forgotten when the map grows large, so the keys an attacker makes up hold no memory.
+type buckets struct {
+	burst int
+	every time.Duration
+	m     map[string]bucket
+}
+
+type bucket struct {
+	used float64 // attempts not yet paid back
+	at   time.Time
+}
+
+func (b *buckets) take(key string, now time.Time) (wait time.Duration, ok bool) {
+	c := b.m[key]
+	c.used = max(0, c.used-float64(now.Sub(c.at))/float64(b.every))
+	c.at = now
+	if c.used+1 > float64(b.burst) {
+		b.m[key] = c
+		return time.Duration((c.used + 1 - float64(b.burst)) * float64(b.every)), false
+	}
+	c.used++
+	if len(b.m) >= 10000 {
+		for k, o := range b.m {
+			if o.used-float64(now.Sub(o.at))/float64(b.every) <= 0 {
+				delete(b.m, k)
+			}
+		}
+	}
+	b.m[key] = c
+	return 0, true
 }
 
 // session returns the request's live session and the handlers of its memory.

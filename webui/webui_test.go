@@ -27,7 +27,10 @@ type page struct {
 	csrf   string
 }
 
-const tenantToken = "mmcp_tenant-token"
+const (
+	tenantToken  = "mmcp_tenant-token"
+	malloryToken = "mmcp_mallory-token" // a second tenant's, read-only
+)
 
 func newPage(t *testing.T, opts ...handlers.Option) *page {
 	return newPageAt(t, time.Now, opts...)
@@ -41,16 +44,17 @@ func newPageAt(t *testing.T, now func() time.Time, opts ...handlers.Option) *pag
 		t.Fatal(res.Text)
 	}
 	h := handlers.New(store, handlers.Limits{MaxFileBytes: 1000}, opts...)
+	mallory := handlers.New(vfs.NewMemoryStore(vfs.ReadOnly()), handlers.Limits{})
 	p := &page{t: t, h: h}
 	p.ui = webui.New(webui.Config{
 		Memory: func(name string) *handlers.Handlers {
-			if name == "alice" {
-				return h
-			}
-			return nil
+			return map[string]*handlers.Handlers{"alice": h, "mallory": mallory}[name]
 		},
-		Login: func(token string) (string, bool) { return "alice", token == tenantToken },
-		Now:   now,
+		Login: func(token string) (string, bool) {
+			name, ok := map[string]string{tenantToken: "alice", malloryToken: "mallory"}[token]
+			return name, ok
+		},
+		Now: now,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(webui.Prefix, p.ui)
@@ -498,4 +502,90 @@ func TestSessionBounds(t *testing.T) {
 	}
 	now = now.Add(4 * time.Hour)
 	p.json(p.do("GET", "/ui/api/tree", nil, nil), 401, nil)
+}
+
+// tokenLogin logs the page in with a tenant's token, as the page's login form does, and
+// returns the response's status.
+func (p *page) tokenLogin(token string) int {
+	p.t.Helper()
+	res := p.do("POST", "/ui/api/login", map[string]string{"token": token}, map[string]string{"X-CSRF-Token": ""})
+	io.Copy(io.Discard, res.Body)
+	if res.StatusCode != http.StatusOK {
+		return res.StatusCode
+	}
+	p.cookie = res.Cookies()[0]
+	var s struct{ CSRF string }
+	p.json(p.do(http.MethodGet, "/ui/api/session", nil, nil), http.StatusOK, &s)
+	p.csrf = s.CSRF
+	return res.StatusCode
+}
+
+// One tenant cannot take the page from another: its live streams, sessions and logins
+// have a share of their own, and a flood of its logins ends none but its own sessions.
+func TestTenantSharesOfThePage(t *testing.T) {
+	now := time.Now()
+	alice := newPageAt(t, func() time.Time { return now })
+	if code := alice.tokenLogin(tenantToken); code != 200 {
+		t.Fatalf("alice's login: %d", code)
+	}
+	alice.stream()
+
+	// Mallory opens as many live streams as her sessions allow: a quarter of the page's.
+	opened := 0
+	for range 17 { // 68 streams asked for: more than the page has
+		m := &page{t: t, srv: alice.srv, ui: alice.ui}
+		if code := m.tokenLogin(malloryToken); code != 200 {
+			t.Fatalf("mallory's login: %d", code)
+		}
+		for range 4 {
+			res := m.do("GET", "/ui/api/events", nil, nil)
+			switch res.StatusCode {
+			case 200:
+				opened++
+			case http.StatusServiceUnavailable:
+				if res.Header.Get("Retry-After") == "" {
+					t.Error("a refused stream without Retry-After")
+				}
+			default:
+				t.Fatalf("mallory's stream: %d", res.StatusCode)
+			}
+		}
+	}
+	if opened != 16 {
+		t.Errorf("mallory opened %d live streams, want her share of 16", opened)
+	}
+	alice.stream() // alice still gets hers
+
+	// A burst of logins is cut short per client address, then per tenant; alice's
+	// session lives on.
+	m := &page{t: t, srv: alice.srv, ui: alice.ui}
+	codes := map[int]int{}
+	for range 1000 {
+		codes[m.tokenLogin(malloryToken)]++
+	}
+	if codes[http.StatusOK] > 20 || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != 1000 {
+		t.Errorf("1000 logins at once: %v, want at most 20 through and the rest refused with 429", codes)
+	}
+	res := m.do("POST", "/ui/api/login", map[string]string{"token": malloryToken}, map[string]string{"X-CSRF-Token": ""})
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+		t.Errorf("a login past the bound: %d, Retry-After %q", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	alice.json(alice.do("GET", "/ui/api/tree", nil, nil), 200, nil)
+
+	// Logins spread out in time pass the rate, and then mallory's oldest sessions end,
+	// never alice's.
+	var first *page
+	for range 300 {
+		now = now.Add(3 * time.Second)
+		m = &page{t: t, srv: alice.srv, ui: alice.ui}
+		if code := m.tokenLogin(malloryToken); code != 200 {
+			t.Fatalf("a login after its wait: %d", code)
+		}
+		if first == nil {
+			first = m
+		}
+	}
+	alice.json(alice.do("GET", "/ui/api/tree", nil, nil), 200, nil)
+	m.json(m.do("GET", "/ui/api/tree", nil, nil), 200, nil)
+	first.json(first.do("GET", "/ui/api/tree", nil, nil), 401, nil)
 }
