@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -186,7 +188,7 @@ func historyCommand(ctx context.Context, c *config, h *handlers.Handlers, cmd st
 			paths []string
 		}{{"created", res.Created}, {"modified", res.Modified}, {"deleted", res.Deleted}} {
 			for _, p := range l.paths {
-				fmt.Fprintf(w, "  %s %s\n", l.verb, p)
+				fmt.Fprintf(w, "  %s %s\n", l.verb, shown(p))
 			}
 		}
 		return nil
@@ -244,16 +246,38 @@ func printLog(w io.Writer, vs []vfs.Version) {
 		var change string
 		switch v.Kind {
 		case vfs.Deleted:
-			change = "deleted " + v.Path
+			change = "deleted " + shown(v.Path)
 		case vfs.Moved:
-			change = fmt.Sprintf("moved %s -> %s", v.Path, v.NewPath)
+			change = fmt.Sprintf("moved %s -> %s", shown(v.Path), shown(v.NewPath))
 		default:
-			change = fmt.Sprintf("%s %s (%d %s)", v.Kind, v.Path, v.Size, plural(int(v.Size), "byte", "bytes"))
+			change = fmt.Sprintf("%s %s (%d %s)", shown(string(v.Kind)), shown(v.Path), v.Size, plural(int(v.Size), "byte", "bytes"))
 		}
 		if v.Redacted != nil {
-			change += fmt.Sprintf(" [redacted by %s at %s]", v.Redacted.By, v.Redacted.Time.UTC().Format(time.RFC3339))
+			change += fmt.Sprintf(" [redacted by %s at %s]", shown(v.Redacted.By), v.Redacted.Time.UTC().Format(time.RFC3339))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Seq, v.Time.UTC().Format(time.RFC3339), v.Actor, v.Command, change)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Seq, v.Time.UTC().Format(time.RFC3339), shown(v.Actor), shown(v.Command), change)
 	}
 	tw.Flush()
+}
+
+// shown is a stored string (a path, an actor's name) as the command line prints it: control
+// and format characters, and bytes that are not UTF-8, are written as Go escapes, so that
+// what a history holds cannot move an operator's cursor or colour their terminal.
+func shown(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r < 0x20, r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029':
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case r == '\\':
+			b.WriteString(`\\`)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
 }

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // cli runs memory-mcp in this process with args, returning the exit status and output.
@@ -238,4 +243,68 @@ func TestHistoryCommandsTenant(t *testing.T) {
 	if code, _, errOut := cli(t, append(ts, "log")...); code != 2 || !strings.Contains(errOut, "give -tenant NAME") {
 		t.Errorf("-tenants without -tenant: exit %d, %q", code, errOut)
 	}
+}
+
+// Stored strings that hold control characters (an older history, a log edited by hand) are
+// printed escaped: they cannot move the operator's cursor or colour the terminal.
+func TestLogEscapesControlCharacters(t *testing.T) {
+	var out bytes.Buffer
+	printLog(&out, []vfs.Version{{
+		Seq: 7, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Actor: "evil\n\x1b[31mred\u202e", Command: "create\r",
+		Kind: vfs.Moved, Path: "/memories/a\x07", NewPath: "/memories/b\xff",
+		Redacted: &vfs.Redaction{By: "x\x1b]0;title\x07", Time: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)},
+	}})
+	got := out.String()
+	for _, want := range []string{`evil\x0a\x1b[31mred\u202e`, `create\x0d`, `/memories/a\x07 -> /memories/b\xff`, `redacted by x\x1b]0;title\x07`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log does not show %s:\n%s", want, got)
+		}
+	}
+	if strings.ContainsAny(got, "\x1b\r\x07\u202e") || strings.Count(got, "\n") != 2 {
+		t.Errorf("log prints control characters raw:\n%q", got)
+	}
+}
+
+// import holds an archive to the store's limits and the secret guard, as the commands hold
+// the model, each with the flag that lifts it; a refused import leaves the store empty, so
+// the corrected archive then goes in.
+func TestImportHeldToLimitsAndSecretGuard(t *testing.T) {
+	tmp := t.TempDir()
+	archive := func(name string, files map[string]string) string {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		put := func(name, data string) {
+			tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(data)), Typeflag: tar.TypeReg})
+			tw.Write([]byte(data))
+		}
+		put("memory-mcp-export.json", `{"format":1,"history":false}`+"\n")
+		for _, f := range slices.Sorted(maps.Keys(files)) {
+			put("memories/"+f, files[f])
+		}
+		tw.Close()
+		file := filepath.Join(tmp, name)
+		os.WriteFile(file, buf.Bytes(), 0o600)
+		return file
+	}
+	big := archive("big.tar", map[string]string{"a.md": strings.Repeat("a", 3000), "b.md": strings.Repeat("b", 3000)})
+	keys := archive("keys.tar", map[string]string{"a.md": "fine\n", "aws.md": "aws_access_key_id = AKIAIOSFODNN7EXAMPLF\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEZ\n"})
+	root := filepath.Join(tmp, "store")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-max-file-bytes", "2000", "import", big}, `"memories/a.md" is 3000 bytes, over the limit of 2000 bytes per memory file (raise -max-file-bytes to import it)`},
+		{[]string{"-max-store-bytes", "5000", "import", big}, "over the store's limit of 5000 bytes (raise -max-store-bytes to import them)"},
+		{[]string{"import", keys}, "/memories/aws.md holds what looks like an Amazon Web Services access key on line 1; memory files must not store credentials (import with -secrets off to take it anyway)"},
+	} {
+		code, _, errOut := cli(t, append([]string{"-root", root}, c.args...)...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q; want %q", c.args, code, errOut, c.want)
+		}
+		if files := memoryFiles(t, root); len(files) > 0 {
+			t.Errorf("%v: the refused import left %v", c.args, slices.Collect(maps.Keys(files)))
+		}
+	}
+	mustCLI(t, "-root", root, "-max-store-bytes", "6000", "import", big)
+	mustCLI(t, "-root", filepath.Join(tmp, "other"), "-secrets", "off", "import", keys)
 }

@@ -444,7 +444,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		defer store.Close()
 		if transferCommands[rest[0]] {
-			return runTransfer(ctx, c, store, where, rest, stdin, stdout, stderr)
+			return runTransfer(ctx, c, h, store, where, rest, stdin, stdout, stderr)
 		}
 		specs = nil
 	} else if specs == nil {

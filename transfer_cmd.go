@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
@@ -25,7 +26,7 @@ func (c *config) validateTransfer(rest []string) error {
 }
 
 // runTransfer runs export or import on store; the status is 1 when it fails.
-func runTransfer(ctx context.Context, c *config, store *vfs.Store, where string, rest []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runTransfer(ctx context.Context, c *config, h *handlers.Handlers, store *vfs.Store, where string, rest []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := func() error {
 		if len(rest) == 2 && rest[1] == "-" {
 			rest = rest[:1] // standard input or output
@@ -56,7 +57,7 @@ func runTransfer(ctx context.Context, c *config, store *vfs.Store, where string,
 			defer f.Close()
 			r = f
 		}
-		got, err := store.Import(vfs.WithActor(ctx, vfs.ActorLocal), r)
+		got, err := store.Import(vfs.WithActor(ctx, vfs.ActorLocal), r, h.ImportLimits())
 		if err != nil {
 			return err
 		}

@@ -289,7 +289,7 @@ func (h *Handlers) secretIn(paths []string, content []byte, from, to int) (Resul
 	}
 	for _, p := range paths {
 		if kind, _, found := findSecret([]byte(p), 0, len(p)); found {
-			return Result{Text: fmt.Sprintf("Error: The path contains what looks like a %s; memory paths must not hold credentials. Choose another name.", kind), IsError: true, Code: CodeSecret}, true
+			return Result{Text: fmt.Sprintf("Error: The path contains what looks like %s; memory paths must not hold credentials. Choose another name.", article(kind)), IsError: true, Code: CodeSecret}, true
 		}
 	}
 	if content == nil {
@@ -299,7 +299,7 @@ func (h *Handlers) secretIn(paths []string, content []byte, from, to int) (Resul
 	if !found {
 		return Result{}, false
 	}
-	return Result{Text: fmt.Sprintf("Error: The text contains what looks like a %s on line %d; memory files must not store credentials. Remove it and try again.", kind, line), IsError: true, Code: CodeSecret}, true
+	return Result{Text: fmt.Sprintf("Error: The text contains what looks like %s on line %d; memory files must not store credentials. Remove it and try again.", article(kind), line), IsError: true, Code: CodeSecret}, true
 }
 
 func notRegular(sent string) Result {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -238,7 +239,11 @@ func (h *Handlers) restore(ctx context.Context, path string, target func([]vfs.V
 		var deletes, writes []step
 		var usage int64
 		for _, q := range paths {
-			vp := vfs.MustResolve(q)
+			vp, err := vfs.Resolve(q)
+			if err != nil || vp.String() != q {
+				// Only a history written by hand or by an older import holds one.
+				return refuse("the history names %s, which is not a valid memory path: nothing was restored", strconv.Quote(q))
+			}
 			w := want[q]
 			cur, err := tx.Stat(vp)
 			exists := err == nil
@@ -381,7 +386,11 @@ func (h *Handlers) Redact(ctx context.Context, path string, seq uint64) (int, er
 			if !holds {
 				continue
 			}
-			data, err := tx.ReadFile(vfs.MustResolve(q))
+			vq, err := vfs.Resolve(q)
+			if err != nil {
+				continue // not a path any file can be at
+			}
+			data, err := tx.ReadFile(vq)
 			if err == nil && vfs.DigestOf(data) == st.SHA256 {
 				return refuse("%s still holds this content: change or delete it first, then redact", q)
 			}
@@ -453,4 +462,31 @@ func resolveArg(path string) (vfs.Path, error) {
 		return p, refuse("%q is not a valid memory path", path)
 	}
 	return p, nil
+}
+
+// ImportLimits holds an import to what these handlers hold the model to: the per-file and
+// store limits, and the secret guard when it is on (for files and the history's contents
+// alike, which a restore would bring back).
+func (h *Handlers) ImportLimits() vfs.ImportLimits {
+	lim := vfs.ImportLimits{MaxFileBytes: h.limits.MaxFileBytes, MaxStoreBytes: h.limits.MaxStoreBytes}
+	if h.rejectSecrets {
+		lim.Check = func(path string, data []byte) error {
+			if kind, line, found := findSecret(data, 0, len(data)); found {
+				return fmt.Errorf("%s holds what looks like %s on line %d; memory files must not store credentials (import with -secrets off to take it anyway)", path, article(kind), line)
+			}
+			if kind, _, found := findSecret([]byte(path), 0, len(path)); found {
+				return fmt.Errorf("the path %s holds what looks like %s (import with -secrets off to take it anyway)", path, article(kind))
+			}
+			return nil
+		}
+	}
+	return lim
+}
+
+// article puts "a" or "an" before a noun phrase.
+func article(s string) string {
+	if s != "" && strings.ContainsRune("AEIOUaeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
 }

@@ -71,7 +71,11 @@ func TestSecretGuard(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range refused {
 		h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
-		want := "Error: The text contains what looks like a " + tt.kind + " on line " + strconv.Itoa(tt.line) + "; memory files must not store credentials. Remove it and try again."
+		a := "a "
+		if strings.ContainsAny(tt.kind[:1], "AEIOUaeiou") {
+			a = "an "
+		}
+		want := "Error: The text contains what looks like " + a + tt.kind + " on line " + strconv.Itoa(tt.line) + "; memory files must not store credentials. Remove it and try again."
 		for _, call := range []map[string]any{
 			{"command": "create", "path": "/memories/x.md", "file_text": tt.text},
 			{"command": "insert", "path": "/memories/base.md", "insert_line": float64(0), "insert_text": tt.text},

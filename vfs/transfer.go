@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A store moves between backends (a directory and PostgreSQL, either way) as a tar stream:
@@ -132,10 +134,24 @@ type Imported struct {
 	Files, Versions, Contents int
 }
 
+// ImportLimits are what an import holds the stream to, as the commands hold the model:
+// the size of one file (and of one content of the history), the size of all files
+// together, and Check, which may refuse a file's content (the secret guard). Zero values
+// leave a bound at maxImportEntry and the total unbounded; a nil Check accepts everything.
+type ImportLimits struct {
+	MaxFileBytes, MaxStoreBytes int64
+	Check                       func(path string, data []byte) error
+}
+
 // Import reads a stream Export wrote into the store, which must be empty (no files and no
-// history), in one transaction: on PostgreSQL all of it or nothing. Every path is checked
-// as a path the model sends would be; a content must match its digest.
-func (s *Store) Import(ctx context.Context, r io.Reader) (Imported, error) {
+// history), in one transaction, all of it or nothing: a failure leaves the store empty
+// again. Every path is checked as a path the model sends would be, every version as the
+// store itself would record it; a content must match its digest. One entry at a time is
+// held in memory, and none larger than the limits allow.
+func (s *Store) Import(ctx context.Context, r io.Reader, lim ImportLimits) (Imported, error) {
+	if lim.MaxFileBytes <= 0 || lim.MaxFileBytes > maxImportEntry {
+		lim.MaxFileBytes = maxImportEntry
+	}
 	var got Imported
 	_, err := s.Apply(ctx, "import", func(tx *Tx) error {
 		got = Imported{}
@@ -151,76 +167,223 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (Imported, error) {
 				return errors.Join(err, errors.New("the store has a history: import into a new store"))
 			}
 		}
-		tr := tar.NewReader(bufio.NewReader(r))
-		var info exportInfo
-		for first := true; ; first = false {
-			hdr, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				if first {
-					return errors.New("the stream is empty")
+		if err := importStream(ctx, tx, r, lim, &got); err != nil {
+			// What was written goes again (PostgreSQL's rollback would undo it too).
+			if entries, lerr := tx.List(Path{clean: Root}); lerr == nil {
+				for _, e := range entries {
+					tx.t.RemoveAll(ctx, Path{clean: Root}.Join(e.Name))
 				}
-				return nil
 			}
-			if err != nil {
-				return fmt.Errorf("reading the stream: %w", err)
+			return err
+		}
+		return nil
+	})
+	return got, err
+}
+
+// importStream reads the stream's entries into the store (see Import).
+func importStream(ctx context.Context, tx *Tx, r io.Reader, lim ImportLimits, got *Imported) error {
+	tr := tar.NewReader(bufio.NewReader(r))
+	var info exportInfo
+	var total int64
+	var vs []Version // the history, written last: nothing can fail after it
+	for first := true; ; first = false {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			if first {
+				return errors.New("the stream is empty")
 			}
-			if hdr.Typeflag != tar.TypeReg || hdr.Size < 0 || hdr.Size > maxImportEntry {
-				return fmt.Errorf("%q: only regular files of at most %d bytes are imported", hdr.Name, maxImportEntry)
-			}
-			data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
-			if err != nil {
-				return fmt.Errorf("reading %q: %w", hdr.Name, err)
-			}
-			switch name := hdr.Name; {
-			case first:
-				if name != exportHeader || json.Unmarshal(data, &info) != nil || info.Format != exportFormat {
-					return fmt.Errorf("not a memory-mcp export (format %d)", exportFormat)
-				}
-			case strings.HasPrefix(name, exportFiles):
-				p, err := Resolve(Root + "/" + strings.TrimPrefix(name, exportFiles))
-				if err != nil || p.IsRoot() || hasBookkeeping(p) {
-					return fmt.Errorf("%q: not a memory file's path", name)
-				}
-				if err := tx.t.CreateFile(ctx, p, data); err != nil {
-					return err
-				}
-				got.Files++
-			case name == exportVersions && info.History:
-				if tx.hist == nil {
-					return errors.New("the stream has a history but the store keeps none (-history=false)")
-				}
-				var vs []Version
-				dec := json.NewDecoder(bytes.NewReader(data))
-				dec.DisallowUnknownFields()
-				for dec.More() {
-					var v Version
-					if err := dec.Decode(&v); err != nil {
-						return fmt.Errorf("%s: %w", name, err)
-					}
-					vs = append(vs, v)
-				}
+			if vs != nil {
 				if err := tx.hist.Import(ctx, vs); err != nil {
 					return err
 				}
 				got.Versions = len(vs)
-			case strings.HasPrefix(name, exportContents) && info.History && tx.hist != nil:
-				var d Digest
-				if err := d.UnmarshalText([]byte(strings.TrimPrefix(name, exportContents))); err != nil || DigestOf(data) != d {
-					return fmt.Errorf("%q: the content does not match its digest", name)
-				}
-				if err := tx.hist.Keep(ctx, d, data); err != nil {
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the stream: %w", err)
+		}
+		if hdr.Typeflag != tar.TypeReg || hdr.Size < 0 || hdr.Size > maxImportEntry {
+			return fmt.Errorf("%q: only regular files of at most %d bytes are imported", hdr.Name, maxImportEntry)
+		}
+		read := func() ([]byte, error) {
+			data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
+			if err != nil {
+				return nil, fmt.Errorf("reading %q: %w", hdr.Name, err)
+			}
+			return data, nil
+		}
+		isFile := strings.HasPrefix(hdr.Name, exportFiles)
+		isContent := strings.HasPrefix(hdr.Name, exportContents)
+		if (isFile || isContent) && hdr.Size > lim.MaxFileBytes {
+			return fmt.Errorf("%q is %d bytes, over the limit of %d bytes per memory file (raise -max-file-bytes to import it)", hdr.Name, hdr.Size, lim.MaxFileBytes)
+		}
+		switch name := hdr.Name; {
+		case first:
+			data, err := read()
+			if err != nil {
+				return err
+			}
+			if name != exportHeader || json.Unmarshal(data, &info) != nil || info.Format != exportFormat {
+				return fmt.Errorf("not a memory-mcp export (format %d)", exportFormat)
+			}
+		case isFile:
+			p, err := Resolve(Root + "/" + strings.TrimPrefix(name, exportFiles))
+			if err != nil || p.IsRoot() || hasBookkeeping(p) {
+				return fmt.Errorf("%q: not a memory file's path", name)
+			}
+			if total += hdr.Size; lim.MaxStoreBytes > 0 && total > lim.MaxStoreBytes {
+				return fmt.Errorf("the files would be %d bytes or more, over the store's limit of %d bytes (raise -max-store-bytes to import them)", total, lim.MaxStoreBytes)
+			}
+			data, err := read()
+			if err != nil {
+				return err
+			}
+			if lim.Check != nil {
+				if err := lim.Check(p.String(), data); err != nil {
 					return err
 				}
-				got.Contents++
-			default:
-				return fmt.Errorf("%q: not part of a memory-mcp export", name)
 			}
+			if err := tx.t.CreateFile(ctx, p, data); err != nil {
+				return err
+			}
+			got.Files++
+		case name == exportVersions && info.History:
+			if tx.hist == nil {
+				return errors.New("the stream has a history but the store keeps none (-history=false)")
+			}
+			if vs != nil {
+				return fmt.Errorf("%s: given twice", name)
+			}
+			vs = []Version{}
+			dec := json.NewDecoder(io.LimitReader(tr, hdr.Size))
+			dec.DisallowUnknownFields()
+			for dec.More() {
+				var v Version
+				if err := dec.Decode(&v); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				vs = append(vs, v)
+			}
+			if err := checkVersions(vs); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		case isContent && info.History && tx.hist != nil:
+			data, err := read()
+			if err != nil {
+				return err
+			}
+			var d Digest
+			if err := d.UnmarshalText([]byte(strings.TrimPrefix(name, exportContents))); err != nil || DigestOf(data) != d {
+				return fmt.Errorf("%q: the content does not match its digest", name)
+			}
+			if lim.Check != nil {
+				if err := lim.Check(name, data); err != nil {
+					return err // a version restored would bring it back
+				}
+			}
+			if err := tx.hist.Keep(ctx, d, data); err != nil {
+				return err
+			}
+			got.Contents++
+		default:
+			return fmt.Errorf("%q: not part of a memory-mcp export", name)
 		}
-	})
-	return got, err
+	}
 }
 
 // hasBookkeeping reports whether any name of p is the server's bookkeeping.
 func hasBookkeeping(p Path) bool {
 	return slices.ContainsFunc(strings.Split(p.Name(), "/"), IsBookkeeping)
+}
+
+// Bounds of an imported version.
+const (
+	maxImportSeq  = 1<<53 - 1 // exact in every JSON reader; far from any counter's wrap
+	maxLabelBytes = 256       // an actor's, a command's or a redactor's name
+)
+
+// checkVersions holds an imported history to what the store itself records: numbers
+// that grow (versions of one change share its number, no file twice) and stay far from
+// wrapping, paths the jail accepts as they are written, the four kinds of change, and
+// names that are short, printable text.
+func checkVersions(vs []Version) error {
+	var last uint64
+	inChange := map[string]bool{}
+	for i := range vs {
+		v := &vs[i]
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("version %d (seq %d): %s", i+1, v.Seq, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case v.Seq == 0 || v.Seq > maxImportSeq:
+			return bad("seq must be from 1 to %d", uint64(maxImportSeq))
+		case v.Seq < last:
+			return bad("seqs must not go down (the one before is %d)", last)
+		case v.Seq > last:
+			clear(inChange)
+		}
+		last = v.Seq
+		if v.Time.IsZero() || v.Time.Year() > 9999 || (v.Redacted != nil && v.Redacted.Time.IsZero()) {
+			return bad("a time is missing or out of range")
+		}
+		for _, label := range []string{v.Actor, v.Command} {
+			if !printableLabel(label) {
+				return bad("actor and command must be printable text of 1 to %d bytes", maxLabelBytes)
+			}
+		}
+		if v.Redacted != nil && !printableLabel(v.Redacted.By) {
+			return bad("redacted.by must be printable text of 1 to %d bytes", maxLabelBytes)
+		}
+		switch v.Kind {
+		case Created, Modified, Deleted:
+			if v.NewPath != "" {
+				return bad("only a move has a new_path")
+			}
+		case Moved:
+			if !versionPath(v.NewPath) {
+				return bad("new_path %q is not a memory file's path", v.NewPath)
+			}
+		default:
+			return bad("kind %q is not created, modified, deleted or moved", v.Kind)
+		}
+		if !versionPath(v.Path) {
+			return bad("path %q is not a memory file's path", v.Path)
+		}
+		if v.Size < 0 || v.PrevSize < 0 || v.Size > maxImportEntry || v.PrevSize > maxImportEntry {
+			return bad("sizes must be from 0 to %d", maxImportEntry)
+		}
+		for _, p := range []string{v.Path, v.NewPath} {
+			if p == "" {
+				continue
+			}
+			if inChange[p] {
+				return bad("%s appears twice in one change", p)
+			}
+			inChange[p] = true
+		}
+	}
+	return nil
+}
+
+// versionPath reports whether p is a memory file's path as the store writes one: valid,
+// below the root, clean, and no bookkeeping.
+func versionPath(p string) bool {
+	r, err := Resolve(p)
+	return err == nil && !r.IsRoot() && r.String() == p && !hasBookkeeping(r)
+}
+
+// printableLabel reports whether s is 1 to maxLabelBytes of valid UTF-8 without control or
+// format characters (which would move an operator's cursor or colour their terminal).
+func printableLabel(s string) bool {
+	if s == "" || len(s) > maxLabelBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,11 +1,15 @@
 package vfstest
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -60,7 +64,7 @@ func testTransfer(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) v
 	if err := a.s.Export(ctx, &first, true); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.s.Import(ctx, bytes.NewReader(first.Bytes()))
+	got, err := b.s.Import(ctx, bytes.NewReader(first.Bytes()), vfs.ImportLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +91,7 @@ func testTransfer(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) v
 
 	// Refused: a store that is not empty, a content that does not match its digest, a
 	// path out of the memory, and a stream that is no export.
-	if _, err := b.s.Import(ctx, bytes.NewReader(first.Bytes())); err == nil {
+	if _, err := b.s.Import(ctx, bytes.NewReader(first.Bytes()), vfs.ImportLimits{}); err == nil {
 		t.Error("import into a store with files")
 	}
 	// "tmp\n" is a content of the history only (its file was deleted).
@@ -98,9 +102,100 @@ func testTransfer(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) v
 	for name, stream := range map[string][]byte{"a content changed": tampered, "not a tar": []byte("hello"), "empty": nil} {
 		st := open(t, vfs.HistoryConfig{})
 		t.Cleanup(func() { st.Close() })
-		if _, err := vfs.NewStore(st).Import(ctx, bytes.NewReader(stream)); err == nil {
+		if _, err := vfs.NewStore(st).Import(ctx, bytes.NewReader(stream), vfs.ImportLimits{}); err == nil {
 			t.Errorf("%s: imported", name)
 		}
+	}
+	testHostileImports(t, open, first.Bytes())
+}
+
+// testHostileImports feeds crafted streams to new stores: each is refused whole, leaves
+// the store empty, and the good stream then imports into that same store.
+func testHostileImports(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage, good []byte) {
+	ctx := context.Background()
+	ok := vfs.Version{Seq: 1, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Actor: "local", Command: "create",
+		Kind: vfs.Created, Path: "/memories/ok.md", Size: 3, SHA256: vfs.DigestOf([]byte("ok\n"))}
+	stream := func(files map[string]string, vs []vfs.Version, after ...string) []byte {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		put := func(name, data string) {
+			tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(data)), Typeflag: tar.TypeReg})
+			tw.Write([]byte(data))
+		}
+		put("memory-mcp-export.json", `{"format":1,"history":true}`+"\n")
+		for _, name := range slices.Sorted(maps.Keys(files)) {
+			put("memories/"+name, files[name])
+		}
+		var lines bytes.Buffer
+		for _, v := range vs {
+			data, _ := json.Marshal(v)
+			lines.Write(append(data, '\n'))
+		}
+		put("history/versions.jsonl", lines.String())
+		for _, name := range after {
+			put(name, "x")
+		}
+		tw.Close()
+		return buf.Bytes()
+	}
+	with := func(change func(v *vfs.Version)) []vfs.Version {
+		v := ok
+		change(&v)
+		return []vfs.Version{ok, v}
+	}
+	files := map[string]string{"ok.md": "ok\n", "dir/b.md": "b\n"}
+	for _, c := range []struct {
+		name   string
+		stream []byte
+		lim    vfs.ImportLimits
+		want   string
+	}{
+		{"a version's path leaves the memory", stream(files, with(func(v *vfs.Version) { v.Seq, v.Path = 2, "/memories/../../etc/x" })), vfs.ImportLimits{}, "not a memory file's path"},
+		{"a version's path not clean", stream(files, with(func(v *vfs.Version) { v.Seq, v.Path = 2, "/memories/a/../ok.md" })), vfs.ImportLimits{}, "not a memory file's path"},
+		{"a version's path in the bookkeeping", stream(files, with(func(v *vfs.Version) { v.Seq, v.Path = 2, "/memories/.memory-mcp-history/log" })), vfs.ImportLimits{}, "not a memory file's path"},
+		{"a move without a new path", stream(files, with(func(v *vfs.Version) { v.Seq, v.Kind = 2, vfs.Moved })), vfs.ImportLimits{}, "new_path"},
+		{"seq about to wrap", stream(files, with(func(v *vfs.Version) { v.Seq = 1<<64 - 1 })), vfs.ImportLimits{}, "seq must be from 1 to"},
+		{"seq zero", stream(files, []vfs.Version{{Seq: 0, Time: ok.Time, Actor: "a", Command: "create", Kind: vfs.Created, Path: "/memories/ok.md"}}), vfs.ImportLimits{}, "seq must be from 1 to"},
+		{"seqs going down", stream(files, append(with(func(v *vfs.Version) { v.Seq = 5 }), ok)), vfs.ImportLimits{}, "must not go down"},
+		{"one file twice in one change", stream(files, with(func(v *vfs.Version) {})), vfs.ImportLimits{}, "appears twice in one change"},
+		{"an actor with escape codes", stream(files, with(func(v *vfs.Version) { v.Seq, v.Actor = 2, "evil\n\x1b[31mred" })), vfs.ImportLimits{}, "printable text"},
+		{"a command too long", stream(files, with(func(v *vfs.Version) { v.Seq, v.Command = 2, strings.Repeat("c", 300) })), vfs.ImportLimits{}, "printable text"},
+		{"a kind made up", stream(files, with(func(v *vfs.Version) { v.Seq, v.Kind = 2, "exploded" })), vfs.ImportLimits{}, "kind"},
+		{"no time", stream(files, with(func(v *vfs.Version) { v.Seq, v.Time = 2, time.Time{} })), vfs.ImportLimits{}, "time"},
+		{"an entry after the history", stream(files, []vfs.Version{ok}, "stray"), vfs.ImportLimits{}, "not part of a memory-mcp export"},
+		{"a file over the per-file limit", stream(map[string]string{"ok.md": "ok\n", "z.md": strings.Repeat("z", 101)}, nil), vfs.ImportLimits{MaxFileBytes: 100}, "over the limit of 100 bytes per memory file"},
+		{"files over the store's limit", stream(map[string]string{"a.md": strings.Repeat("a", 60), "b.md": strings.Repeat("b", 60)}, nil), vfs.ImportLimits{MaxStoreBytes: 100}, "over the store's limit of 100 bytes"},
+		{"a file the check refuses", stream(map[string]string{"a.md": "fine\n", "b.md": "KEY\n"}, nil), vfs.ImportLimits{Check: func(p string, data []byte) error {
+			if strings.Contains(string(data), "KEY") {
+				return errors.New(p + " holds a key")
+			}
+			return nil
+		}}, "/memories/b.md holds a key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := open(t, vfs.HistoryConfig{})
+			t.Cleanup(func() { st.Close() })
+			s := vfs.NewStore(st)
+			if _, err := s.Import(ctx, bytes.NewReader(c.stream), c.lim); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("import: %v, want an error saying %q", err, c.want)
+			}
+			err := s.View(ctx, func(tx *vfs.Tx) error {
+				entries, err := tx.List(vfs.MustResolve(vfs.Root))
+				if err != nil || len(entries) > 0 {
+					return fmt.Errorf("entries left: %v, %v", entries, err)
+				}
+				if vs, err := tx.Versions(); err != nil || len(vs) > 0 {
+					return fmt.Errorf("versions left: %v, %v", vs, err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("after the refused import: %v", err)
+			}
+			if _, err := s.Import(ctx, bytes.NewReader(good), vfs.ImportLimits{}); err != nil {
+				t.Errorf("the good stream after the refused one: %v", err)
+			}
+		})
 	}
 }
 
