@@ -398,3 +398,26 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// A file over the per-file limit, placed in the storage by hand, is not read whole as a
+// resource: resources/read refuses it with an error that says why and what to do.
+func TestResourceOverTheFileLimit(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	os.MkdirAll(root, 0o700)
+	os.WriteFile(filepath.Join(root, "huge.md"), []byte(strings.Repeat("x", 2<<20)), 0o600)
+	os.WriteFile(filepath.Join(root, "small.md"), []byte("small\n"), 0o600)
+	cmd := exec.Command(binary, "-root", root)
+	cmd.Env = testEnv(t)
+	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+	_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "memory:///memories/huge.md"})
+	if err == nil || !strings.Contains(err.Error(), "/memories/huge.md is 2097152 bytes, over the limit of 1048576 bytes per memory file: view it in parts (memory_view with view_range)") {
+		t.Errorf("resources/read of a 2 MiB file: %v", err)
+	}
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "memory:///memories/small.md"})
+	if err != nil || res.Contents[0].Text != "small\n" {
+		t.Errorf("resources/read of a small file: %v", err)
+	}
+	if text, isErr := callText(t, cs, "memory_view", map[string]any{"path": "/memories/huge.md"}); isErr || !strings.Contains(text, "[Output truncated at 16000 characters: line 1 alone is longer than that; only its beginning is shown.]") {
+		t.Errorf("view of the 2 MiB file: %.300q", text)
+	}
+}

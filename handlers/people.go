@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,13 +39,14 @@ const MaxTreeEntries = 20000
 // sees what the model can reach), with sizes and the time of each one's last change.
 // truncated reports that the memory holds more than MaxTreeEntries entries.
 func (h *Handlers) Files(ctx context.Context) (root FileNode, truncated bool, err error) {
-	return h.files(ctx, showAll)
+	return h.files(ctx, showAll, MaxTreeEntries)
 }
 
 // FileList returns the memory's files, without the hidden ones (as the model's listings),
-// sorted by path: what MCP clients get as resources. Directories are left out.
+// sorted by path: what MCP clients get as resources, a page at a time, so all of them,
+// however many. Directories are left out.
 func (h *Handlers) FileList(ctx context.Context) ([]FileNode, error) {
-	root, _, err := h.files(ctx, hidden)
+	root, _, err := h.files(ctx, hidden, math.MaxInt)
 	var out []FileNode
 	var walk func(n FileNode)
 	walk = func(n FileNode) {
@@ -59,7 +61,8 @@ func (h *Handlers) FileList(ctx context.Context) ([]FileNode, error) {
 	return out, err
 }
 
-func (h *Handlers) files(ctx context.Context, skip func(string) bool) (root FileNode, truncated bool, err error) {
+// files returns the memory's tree without the entries skip names, cut after budget entries.
+func (h *Handlers) files(ctx context.Context, skip func(string) bool, budget int) (root FileNode, truncated bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	err = h.store.View(ctx, func(tx *vfs.Tx) error {
@@ -78,7 +81,6 @@ func (h *Handlers) files(ctx context.Context, skip func(string) bool) (root File
 		} else if !errors.Is(err, vfs.ErrNoHistory) {
 			return err
 		}
-		budget := MaxTreeEntries
 		root = fileNode(tree, vfs.Root, changed, &budget)
 		truncated = budget < 0
 		return nil
@@ -109,7 +111,8 @@ func fileNode(n vfs.Node, p string, changed map[string]time.Time, budget *int) F
 }
 
 // Read returns the content of the file at path and its digest, for Write and Remove to
-// check against.
+// check against. A file over the per-file limit (only one placed in the storage by other
+// means can be) is refused rather than read: neither a resource nor the page can show it.
 func (h *Handlers) Read(ctx context.Context, path string) ([]byte, vfs.Digest, error) {
 	p, err := resolveArg(path)
 	if err != nil {
@@ -119,6 +122,9 @@ func (h *Handlers) Read(ctx context.Context, path string) ([]byte, vfs.Digest, e
 	defer cancel()
 	var data []byte
 	err = h.store.View(ctx, func(tx *vfs.Tx) error {
+		if e, err := tx.Stat(p); err == nil && e.IsRegular() && e.Size > h.limits.MaxFileBytes {
+			return refuse("%s is %d bytes, over the limit of %d bytes per memory file: view it in parts (memory_view with view_range)", p, e.Size, h.limits.MaxFileBytes)
+		}
 		var exists bool
 		data, exists, err = current(tx, p)
 		if err == nil && !exists {

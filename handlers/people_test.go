@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -151,5 +152,31 @@ func TestSearchBound(t *testing.T) {
 	matches, more, err := h.Search(context.Background(), "hit")
 	if err != nil || len(matches) != handlers.MaxMatches || !more {
 		t.Errorf("%d matches, more %v, %v", len(matches), more, err)
+	}
+}
+
+// The resources' list is every file of the memory, however many: it is not cut where the
+// page's tree is.
+func TestFileListHasEveryFile(t *testing.T) {
+	store := vfs.NewMemoryStore()
+	n := handlers.MaxTreeEntries + 50
+	_, err := store.Apply(context.Background(), "create", func(tx *vfs.Tx) error {
+		for i := range n {
+			if err := tx.CreateFile(vfs.MustResolve(fmt.Sprintf("/memories/d%02d/f%05d.md", i%100, i)), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handlers.New(store, handlers.DefaultLimits())
+	files, err := h.FileList(context.Background())
+	if err != nil || len(files) != n {
+		t.Fatalf("FileList: %d files, %v; want %d", len(files), err, n)
+	}
+	if _, truncated, _ := h.Files(context.Background()); !truncated {
+		t.Error("the page's tree of as many entries is not said to be cut")
 	}
 }

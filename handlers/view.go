@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -34,6 +35,9 @@ func (h *Handlers) view(ctx context.Context, a ViewArgs) Result {
 		case !fi.IsRegular():
 			return notRegular(a.Path), nil
 		}
+		if fi.Size > h.windowBytes() {
+			return h.viewLarge(tx, p, a.Path, a.ViewRange)
+		}
 		content, err := tx.ReadFile(p)
 		if err != nil {
 			return Result{}, err
@@ -42,9 +46,78 @@ func (h *Handlers) view(ctx context.Context, a ViewArgs) Result {
 	})
 }
 
+// windowBytes is how many bytes from the first line shown can hold everything one answer
+// shows: a character takes at most 4 bytes, and the 8 more make a line that runs past them
+// too long to show whole.
+func (h *Handlers) windowBytes() int64 { return 4*int64(h.limits.MaxViewChars) + 8 }
+
+// viewFile is view of a file's content.
 func (h *Handlers) viewFile(sent string, content []byte, viewRange []int) Result {
-	text := validUTF8(content)
-	nLines := countLines(text)
+	nLines := countLines(content)
+	var window []byte
+	if first := firstLine(viewRange); first <= nLines {
+		window = content[lineOffset(content, first):]
+	}
+	return h.viewWindow(sent, window, nLines, viewRange)
+}
+
+// firstLine is the first line a view shows.
+func firstLine(viewRange []int) int {
+	if viewRange == nil {
+		return 1
+	}
+	return max(viewRange[0], 1)
+}
+
+// viewLarge is view of a file larger than one answer can show: it reads the file once, in
+// pieces, counting its lines and keeping only the window that the answer is made from, so
+// a huge file placed in the storage by hand costs neither its size in memory nor more time
+// than one pass.
+func (h *Handlers) viewLarge(tx *vfs.Tx, p vfs.Path, sent string, viewRange []int) (Result, error) {
+	r, err := tx.Open(p)
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.Close()
+	first, want := firstLine(viewRange), int(h.windowBytes())
+	var window []byte
+	line := 1 // the line the next byte read belongs to
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		chunk := buf[:n]
+		for line < first && len(chunk) > 0 {
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				chunk = nil
+				break
+			}
+			line++
+			chunk = chunk[i+1:]
+		}
+		if line >= first {
+			if room := want - len(window); room > 0 {
+				window = append(window, chunk[:min(room, len(chunk))]...)
+			}
+			line += bytes.Count(chunk, []byte{'\n'})
+		}
+		if line > maxLines {
+			return fail(CodeLimit, "File %s exceeds maximum line limit of 999,999 lines.", sent), nil
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Result{}, err
+		}
+	}
+	return h.viewWindow(sent, window, line, viewRange), nil
+}
+
+// viewWindow makes view's answer from window, the file from the first line shown on (at
+// least windowBytes of it, or all), and nLines, the number of lines of the whole file.
+func (h *Handlers) viewWindow(sent string, window []byte, nLines int, viewRange []int) Result {
+	text := validUTF8(window) // a line's start is a character's start, in the file as here
 	if nLines > maxLines {
 		return fail(CodeLimit, "File %s exceeds maximum line limit of 999,999 lines.", sent)
 	}
@@ -66,7 +139,7 @@ func (h *Handlers) viewFile(sent string, content []byte, viewRange []int) Result
 	header := "Here's the content of " + sent + " with line numbers:\n"
 	limit := h.limits.MaxViewChars
 	used := utf8.RuneCountInString(header)
-	rest := text[lineOffset(text, first):]
+	rest := text
 	out := make([]byte, 0, min(len(header)+len(rest)+8*(last-first+1), 4*limit+64))
 	out = append(out, header...)
 	for n := first; n <= last; n++ {

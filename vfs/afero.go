@@ -474,6 +474,27 @@ func (tx *aferoTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
 	return data, err
 }
 
+// OpenFile opens the regular file at p for reading, so that a large file can be read in
+// pieces (see Tx.Open).
+func (tx *aferoTx) OpenFile(ctx context.Context, p Path) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := tx.jail(p, true); err != nil {
+		return nil, err
+	}
+	f, err := tx.s.fs.Open(p.Name())
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, errors.Join(err, &fs.PathError{Op: "read", Path: p.String(), Err: ErrNotRegular})
+	}
+	tx.touch(p.Name())
+	return f, nil
+}
+
 // readRegular reads the regular file name whole (shown in an error as display).
 func readRegular(fsys FS, name, display string) ([]byte, error) {
 	f, err := fsys.Open(name)

@@ -1,9 +1,11 @@
 package vfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"runtime/debug"
 	"slices"
@@ -300,6 +302,22 @@ func (tx *Tx) ReadFile(p Path) ([]byte, error) {
 		tx.readPath, tx.readData = p.clean, data
 	}
 	return data, err
+}
+
+// Open returns a reader of the regular file at p, valid until the transaction ends: the
+// file read in pieces where the storage can (a file on disk may be larger than anything
+// the server should hold), else its content read whole.
+func (tx *Tx) Open(p Path) (io.ReadCloser, error) {
+	if o, ok := tx.t.(interface {
+		OpenFile(context.Context, Path) (io.ReadCloser, error)
+	}); ok {
+		return o.OpenFile(tx.ctx, p)
+	}
+	data, err := tx.t.ReadFile(tx.ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
 // List returns the entries of the directory at p, sorted by name in byte order, without
