@@ -255,6 +255,9 @@ func printLog(w io.Writer, vs []vfs.Version) {
 		if v.Redacted != nil {
 			change += fmt.Sprintf(" [redacted by %s at %s]", shown(v.Redacted.By), v.Redacted.Time.UTC().Format(time.RFC3339))
 		}
+		if v.Interrupted {
+			change += " [interrupted: the rest of this change did not happen]"
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Seq, v.Time.UTC().Format(time.RFC3339), shown(v.Actor), shown(v.Command), change)
 	}
 	tw.Flush()

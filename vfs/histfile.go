@@ -305,6 +305,9 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 							s.keep(l.Settle, s.pending[i])
 						}
 					}
+					if len(l.Only) < len(s.pending) {
+						s.interrupted(n, s.pending[0].Seq)
+					}
 				} else {
 					s.keep(l.Settle, s.pending...)
 				}
@@ -315,6 +318,16 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 			}
 			s.pending, s.pendingG = nil, 0
 			s.lastGroup = max(s.lastGroup, l.Settle)
+		}
+	}
+}
+
+// interrupted marks the versions of transaction seq (those from index from on, and the
+// ones before it that carry the same number) as part of a change cut short.
+func (s *logScan) interrupted(from int, seq uint64) {
+	for i := len(s.versions) - 1; i >= 0 && (i >= from || s.versions[i].Seq == seq); i-- {
+		if s.versions[i].Seq == seq {
+			s.versions[i].Interrupted = true
 		}
 	}
 }
@@ -612,8 +625,12 @@ func (ht *historyTx) Versions(ctx context.Context) ([]Version, error) {
 	}
 	var s logScan
 	s.scan(data, 0, false)
-	for _, i := range ht.shown(s.pending) {
+	n, only := len(s.versions), ht.shown(s.pending)
+	for _, i := range only {
 		s.versions = append(s.versions, s.pending[i])
+	}
+	if len(only) < len(s.pending) {
+		s.interrupted(n, s.pending[0].Seq)
 	}
 	return s.versions, nil
 }
@@ -662,13 +679,25 @@ func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (int, er
 	if n == 0 && !found {
 		return 0, ErrNoContent
 	}
-	if err := ht.rewrite(h, vs); err != nil {
-		return 0, err
+	// The content goes first, the write-ahead log's copy with the checkpoint: a crash
+	// before the log is rewritten leaves the versions naming a content that is gone, as
+	// after pruning (redact marks them when run again), never a log that says redacted
+	// beside the content still on disk.
+	if h.wal != nil {
+		if err := ht.checkpoint(h); err != nil {
+			return 0, err
+		}
 	}
 	if err := ht.fs().Remove(objectName(d)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return n, err
+		return 0, err
 	}
-	return n, ht.fs().SyncDir(historyObjects)
+	if err := ht.fs().SyncDir(historyObjects); err != nil {
+		return 0, err
+	}
+	if err := ht.rewriteLog(h, vs); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // Import writes vs as the history of a store whose history has no versions.

@@ -3,8 +3,11 @@ package vfs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +169,164 @@ func testHistoryAppendsAfterARewrite(t *testing.T, backend string) {
 	}
 	if got := strings.Join(paths, " "); got != "/memories/a.md /memories/b.md" {
 		t.Errorf("versions of %s, want of /memories/a.md and /memories/b.md", got)
+	}
+}
+
+// killFS stops the process, as a kill would, at one step of a redaction: the log's rewrite
+// or the content's removal (a panic that the test recovers, leaving the files as they are).
+type killFS struct {
+	FS
+	at string // "log" or "object"
+}
+
+func (k *killFS) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	if k.at == "log" && name == historyLogName {
+		panic("killed")
+	}
+	return k.FS.WriteFileAtomic(name, data, noReplace)
+}
+
+func (k *killFS) Remove(name string) error {
+	if k.at == "object" && strings.HasPrefix(name, historyObjects+"/") {
+		panic("killed")
+	}
+	return k.FS.Remove(name)
+}
+
+// A redaction killed at any step never leaves the log saying "redacted" while the content
+// is still on disk: the content goes first.
+func TestRedactKilledMidway(t *testing.T) {
+	const secret = "the launch code is 0000\n"
+	for _, at := range []string{"log", "object"} {
+		t.Run(at, func(t *testing.T) {
+			dir := t.TempDir()
+			osfs, err := NewOSFs(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := &killFS{FS: osfs}
+			s := NewStore(NewAferoStorage(k))
+			ctx := context.Background()
+			for _, content := range []string{secret, "nothing now\n"} {
+				_, err := s.Apply(ctx, "edit", func(tx *Tx) error {
+					if _, err := tx.Stat(MustResolve("/memories/a.md")); err == nil {
+						return tx.WriteFile(MustResolve("/memories/a.md"), []byte(content))
+					}
+					return tx.CreateFile(MustResolve("/memories/a.md"), []byte(content))
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			k.at = at
+			func() {
+				defer func() { recover() }()
+				s.Apply(ctx, "redact", func(tx *Tx) error {
+					_, err := tx.Redact(DigestOf([]byte(secret)))
+					return err
+				})
+			}()
+			osfs.Close()
+
+			s2, err := OpenOSStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			var redacted bool
+			s2.View(ctx, func(tx *Tx) error {
+				vs, err := tx.Versions()
+				for _, v := range vs {
+					redacted = redacted || v.Redacted != nil
+				}
+				return err
+			})
+			onDisk := false
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					data, _ := os.ReadFile(p)
+					onDisk = onDisk || strings.Contains(string(data), "launch code")
+				}
+				return nil
+			})
+			if redacted && onDisk {
+				t.Error("the log says redacted, and the content is still on disk")
+			}
+			// Run again, the redaction completes.
+			if _, err := s2.Apply(ctx, "redact", func(tx *Tx) error { _, err := tx.Redact(DigestOf([]byte(secret))); return err }); err != nil && !errors.Is(err, ErrNoContent) {
+				t.Fatalf("redact again: %v", err)
+			}
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					if data, _ := os.ReadFile(p); strings.Contains(string(data), "launch code") {
+						t.Errorf("after the second redact, %s holds the content", p)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// killWrites stops the process, as a kill would, at the n-th write of a memory file.
+type killWrites struct {
+	FS
+	n int
+}
+
+func (k *killWrites) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	if !strings.HasPrefix(name, bookkeepingPrefix) {
+		if k.n--; k.n == 0 {
+			panic("killed")
+		}
+	}
+	return k.FS.WriteFileAtomic(name, data, noReplace)
+}
+
+// A change of several files (a restore, say) killed midway is reported: the next open
+// keeps the versions of the files it changed and marks them interrupted, so the log says
+// that the rest did not happen.
+func TestChangeKilledMidwayIsReported(t *testing.T) {
+	dir := t.TempDir()
+	osfs, err := NewOSFs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(NewAferoStorage(&killWrites{FS: osfs, n: 2}))
+	func() {
+		defer func() { recover() }()
+		s.Apply(context.Background(), "restore", func(tx *Tx) error {
+			for _, p := range []string{"/memories/a.md", "/memories/b.md", "/memories/c.md"} {
+				if err := tx.CreateFile(MustResolve(p), []byte(p)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	osfs.Close()
+	s2, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	var vs []Version
+	if _, err := s2.Apply(context.Background(), "create", func(tx *Tx) error {
+		if vs, err = tx.Versions(); err != nil {
+			return err
+		}
+		return tx.CreateFile(MustResolve("/memories/d.md"), nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 1 || vs[0].Path != "/memories/a.md" || !vs[0].Interrupted {
+		t.Fatalf("after the kill: %+v, want a.md's version, marked interrupted", vs)
+	}
+	s2.View(context.Background(), func(tx *Tx) error {
+		vs, _ = tx.Versions()
+		return nil
+	})
+	if len(vs) != 2 || !vs[0].Interrupted || vs[1].Interrupted {
+		t.Errorf("read again: %+v, want a.md's interrupted version, then d.md's", vs)
 	}
 }

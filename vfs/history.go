@@ -40,6 +40,10 @@ type Version struct {
 	// digest is then cleared too. PrevRedacted says the same of the content before.
 	Redacted     *Redaction `json:"redacted,omitempty"`
 	PrevRedacted bool       `json:"prev_redacted,omitempty"`
+	// Interrupted is set when the change this version is part of was cut short (the
+	// process killed, or a failure half-way): the files show this version, not the rest of
+	// the change.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Redaction records who purged a version's content, and when.
