@@ -62,7 +62,7 @@ type config struct {
 	version                                                    bool
 	rootSet                                                    bool
 	tenants, secrets                                           string
-	insecureNoAuth, readOnly, expireDryRun                     bool
+	insecureNoAuth, readOnly, expireDryRun, anyRoot            bool
 	expireAfter, callTimeout, sessionIdle, stdioPoll           time.Duration
 	allowedOrigins, allowedHosts                               string
 	maxSessions, maxSessionsPerTenant, maxInflight             int
@@ -106,6 +106,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.tenants, "tenants", "", "a JSON file of tenants (see the README): http and sse then require a tenant's bearer token and give each tenant its own memory under -root")
+	fs.BoolVar(&c.anyRoot, "allow-any-root", false, "accept a -root or -lower that is a filesystem's root or a pseudo-filesystem (/proc, /sys, /dev), which is refused otherwise")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve http or sse on a non-loopback address without -tenants (only behind something that authenticates)")
 	fs.BoolVar(&c.readOnly, "read-only", false, "list only view and refuse every change")
 	fs.DurationVar(&c.expireAfter, "expire-after", 0, "delete files not viewed or changed for longer than this, such as 720h (0: never)")
@@ -255,6 +256,11 @@ func (c *config) validate(rest []string) error {
 	case c.store == "" || strings.ContainsAny(c.store, "\x00"):
 		return usageError{"-store needs a name"}
 	}
+	for _, d := range []struct{ flag, dir string }{{"root", c.root}, {"lower", c.lower}} {
+		if err := checkStorageDir(d.flag, d.dir, c.anyRoot); err != nil {
+			return err
+		}
+	}
 	switch {
 	case c.expireAfter < 0:
 		return usageError{"-expire-after must not be negative"}
@@ -318,6 +324,44 @@ func (c *config) validate(rest []string) error {
 		return usageError{fmt.Sprintf("refusing to serve %s on %s without authentication: give -tenants FILE (memory-mcp token makes the entries), or -insecure-no-auth if something in front of it authenticates", c.transport, c.addr)}
 	}
 	return nil
+}
+
+// checkStorageDir refuses a storage directory that is not one: a file, and (unless anyRoot)
+// a filesystem's root or a directory of a pseudo-filesystem, where the server would read
+// or change what is not memory at all.
+func checkStorageDir(flag, dir string, anyRoot bool) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return usageError{fmt.Sprintf("-%s %s is a file: give a directory (it is made if it does not exist)", flag, dir)}
+	}
+	if anyRoot {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil // the store's opening says what is wrong
+	}
+	for _, p := range []string{abs, evalSymlinks(abs)} {
+		if filepath.Dir(p) == p {
+			return usageError{fmt.Sprintf("-%s %s is the root of a filesystem: give a directory of its own (or -allow-any-root if you mean it)", flag, dir)}
+		}
+		for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
+			if runtime.GOOS != "windows" && (p == pseudo || strings.HasPrefix(p, pseudo+"/")) {
+				return usageError{fmt.Sprintf("-%s %s is in %s, a pseudo-filesystem: give a directory of your own (or -allow-any-root if you mean it)", flag, dir, pseudo)}
+			}
+		}
+	}
+	return nil
+}
+
+// evalSymlinks is p with its symbolic links resolved, or p where that fails.
+func evalSymlinks(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 // loopbackHost reports whether a listen host is this machine only; "" and 0.0.0.0 mean

@@ -627,3 +627,32 @@ func TestReadOnlyFlag(t *testing.T) {
 		}
 	}
 }
+
+// A -root that is a filesystem's root or a pseudo-filesystem is refused unless the operator
+// says they mean it; one that is a file is refused, plainly.
+func TestStorageDirRefusals(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(file, []byte("x"), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-root", "/"}, "memory-mcp: -root / is the root of a filesystem: give a directory of its own (or -allow-any-root if you mean it)"},
+		{[]string{"-root", "/proc/self"}, "memory-mcp: -root /proc/self is in /proc, a pseudo-filesystem: give a directory of your own (or -allow-any-root if you mean it)"},
+		{[]string{"-root", "/sys"}, "is in /sys, a pseudo-filesystem"},
+		{[]string{"-backend", "overlay", "-lower", "/"}, "memory-mcp: -lower / is the root of a filesystem"},
+		{[]string{"-root", file}, "memory-mcp: -root " + file + " is a file: give a directory (it is made if it does not exist)"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append(c.args, "exec", `{"command":"view","path":"/memories"}`), func(string) string { return "" }, nil, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+	// Said to be meant, the check steps aside (the store's own opening then decides).
+	var stdout, stderr bytes.Buffer
+	run(context.Background(), []string{"-allow-any-root", "-root", "/proc/self", "exec", `{"command":"view","path":"/memories"}`}, func(string) string { return "" }, nil, &stdout, &stderr)
+	if strings.Contains(stderr.String(), "pseudo-filesystem") {
+		t.Errorf("-allow-any-root did not lift the check: %q", stderr.String())
+	}
+}

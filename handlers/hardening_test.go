@@ -387,3 +387,22 @@ func TestListingSeesChangesByOtherPrograms(t *testing.T) {
 		t.Fatalf("after the edits by hand:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// When the history's own files are broken (its log made a directory), a change fails with
+// the storage message, not with a message about the model's own path.
+func TestBrokenBookkeepingIsAStorageFailure(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".memory-mcp-history", "log"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := vfs.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h := handlers.New(s, handlers.DefaultLimits())
+	res := h.Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"})
+	if want := "Error: Could not create /memories/a.md: internal error"; res.Text != want {
+		t.Errorf("create with the log a directory: %q, want %q", res.Text, want)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/afero"
@@ -489,7 +490,8 @@ func (ht *historyTx) makeDirs(h *fileHistory) error {
 func objectName(d Digest) string { return historyObjects + "/" + d.String() }
 
 // Keep stores content under its digest unless it is there already.
-func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) error {
+func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) (err error) {
+	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -528,7 +530,8 @@ func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) error {
 }
 
 // Record appends the versions of the next operation and flushes the log.
-func (ht *historyTx) Record(ctx context.Context, vs []Version) error {
+func (ht *historyTx) Record(ctx context.Context, vs []Version) (err error) {
+	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -565,7 +568,8 @@ func (ht *historyTx) Record(ctx context.Context, vs []Version) error {
 }
 
 // Settle ends the operation announced by Record.
-func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) error {
+func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) (err error) {
+	defer func() { err = bookkeepingFault(err) }()
 	if len(ht.group) == 0 {
 		return nil
 	}
@@ -609,7 +613,8 @@ func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) error {
 
 // Versions returns the history's versions, oldest first. A group a crash left open is
 // checked against the files (and settled by the next change).
-func (ht *historyTx) Versions(ctx context.Context) ([]Version, error) {
+func (ht *historyTx) Versions(ctx context.Context) (_ []Version, err error) {
+	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -636,7 +641,8 @@ func (ht *historyTx) Versions(ctx context.Context) ([]Version, error) {
 }
 
 // Content returns the content with digest d, checked against it.
-func (ht *historyTx) Content(ctx context.Context, d Digest) ([]byte, error) {
+func (ht *historyTx) Content(ctx context.Context, d Digest) (_ []byte, err error) {
+	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -657,7 +663,8 @@ func (ht *historyTx) Content(ctx context.Context, d Digest) ([]byte, error) {
 }
 
 // Redact purges the content with digest d and marks the versions that named it.
-func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (int, error) {
+func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (_ int, err error) {
+	defer func() { err = bookkeepingFault(err) }()
 	h, err := ht.writer()
 	if err != nil {
 		return 0, err
@@ -701,7 +708,8 @@ func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (int, er
 }
 
 // Import writes vs as the history of a store whose history has no versions.
-func (ht *historyTx) Import(ctx context.Context, vs []Version) error {
+func (ht *historyTx) Import(ctx context.Context, vs []Version) (err error) {
+	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -861,3 +869,21 @@ func truncate(fsys FS, name string, size int64) error {
 	}
 	return err
 }
+
+// bookkeepingFault keeps a failure of the history's own files from reading as the model's
+// path: the log turned into a directory must not tell the model that its file "is not a
+// regular file", nor that it "does not exist". Such errors become internal storage
+// failures (docs/behaviour.md §4); the others (no space, permission, the package's own
+// sentinels) stay as they are.
+func bookkeepingFault(err error) error {
+	if err == nil || !(errors.Is(err, ErrNotRegular) || errors.Is(err, ErrEscape) || IsNotExist(err) || IsExist(err) || errors.Is(err, syscall.EISDIR)) {
+		return err
+	}
+	return &historyFault{msg: err.Error()}
+}
+
+// historyFault is a failure of the history's files, with the text of what went wrong for
+// the operator's log and nothing for errors.Is to find.
+type historyFault struct{ msg string }
+
+func (e *historyFault) Error() string { return "history files: " + e.msg }
