@@ -67,6 +67,8 @@ type config struct {
 	allowedOrigins, allowedHosts                               string
 	maxSessions, maxSessionsPerTenant, maxInflight             int
 	maxInflightBytes                                           int64
+	maxQueue                                                   int
+	queueWait                                                  time.Duration
 
 	history            bool
 	historyMaxAge      time.Duration
@@ -119,7 +121,9 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.sessionIdle, "session-idle", 30*time.Minute, "Streamable HTTP sessions end after this long without a request")
 	fs.IntVar(&c.maxSessions, "max-sessions", 1000, "most Streamable HTTP sessions at once; beyond it the least recently used ends")
 	fs.IntVar(&c.maxSessionsPerTenant, "max-sessions-per-tenant", 100, "most Streamable HTTP sessions of one tenant at once")
-	fs.IntVar(&c.maxInflight, "max-inflight", 64, "most HTTP requests being read or executed at once (a quarter of it per tenant); beyond it 503 with Retry-After")
+	fs.IntVar(&c.maxInflight, "max-inflight", 64, "most HTTP requests executing at once (a quarter of it per tenant); beyond it a call waits its turn (see -max-queue)")
+	fs.IntVar(&c.maxQueue, "max-queue", 512, "most HTTP and SSE calls waiting for their turn beyond -max-inflight (half of it per tenant, and per SSE client); beyond it 503 with Retry-After")
+	fs.DurationVar(&c.queueWait, "queue-wait", 30*time.Second, "longest a call waits for its turn; then 503 with Retry-After")
 	fs.Int64Var(&c.maxInflightBytes, "max-inflight-bytes", 32<<20, "most bytes of HTTP request bodies held at once (half of it per tenant); beyond it 503 with Retry-After")
 	fs.BoolVar(&c.history, "history", true, "keep a version of every change, for log, diff, restore and redact")
 	fs.DurationVar(&c.historyMaxAge, "history-max-age", vfs.DefaultHistory.MaxAge, "prune versions older than this (0: keep them however old); a file's current version is always kept")
@@ -270,8 +274,8 @@ func (c *config) validate(rest []string) error {
 		return usageError{"-call-timeout must be positive"}
 	case c.stdioPoll < 0 || c.stdioPoll > server.MaxStdioPoll:
 		return usageError{"-stdio-poll must be from 0 to " + server.MaxStdioPoll.String()}
-	case c.sessionIdle <= 0, c.maxSessions <= 0, c.maxSessionsPerTenant <= 0, c.maxInflight <= 0, c.maxInflightBytes <= 0:
-		return usageError{"-session-idle, -max-sessions, -max-sessions-per-tenant, -max-inflight and -max-inflight-bytes must be positive"}
+	case c.sessionIdle <= 0, c.maxSessions <= 0, c.maxSessionsPerTenant <= 0, c.maxInflight <= 0, c.maxInflightBytes <= 0, c.maxQueue <= 0, c.queueWait <= 0:
+		return usageError{"-session-idle, -max-sessions, -max-sessions-per-tenant, -max-inflight, -max-inflight-bytes, -max-queue and -queue-wait must be positive"}
 	}
 	switch {
 	case len(rest) == 0:
@@ -592,6 +596,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		log.Info().Str("addr", ln.Addr().String()).Str("url", "http://"+ln.Addr().String()+path).Msg("listening")
 		limits := server.DefaultLimits()
 		limits.Requests, limits.PerTenant, limits.RequestBytes = c.maxInflight, max(1, c.maxInflight/4), c.maxInflightBytes
+		limits.Queue, limits.QueuePerTenant, limits.Wait = c.maxQueue, max(1, c.maxQueue/2), c.queueWait
+		limits.SmallRequests = limits.Requests + limits.Queue + 64
 		sessions := server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant}
 		if c.pg != nil {
 			// Replicas on one database share their sessions: no sticky routing needed.

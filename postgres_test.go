@@ -78,7 +78,7 @@ func exitCode(err error) int {
 func TestPostgresTwoReplicas(t *testing.T) {
 	dsn := vfstest.PostgresDSN(t)
 	store := vfstest.UniqueName(t)
-	args := []string{"-backend", "postgres", "-dsn", dsn, "-store", store, "-max-inflight", "256"} // 50 calls at once per replica (at most a quarter per tenant)
+	args := []string{"-backend", "postgres", "-dsn", dsn, "-store", store} // default flags: a burst waits its turn
 	a, b := startHTTP(t, "http", args...), startHTTP(t, "http", args...)
 	ca := connect(t, &mcp.StreamableClientTransport{Endpoint: a.url + "/mcp", MaxRetries: -1}, "")
 	cb := connect(t, &mcp.StreamableClientTransport{Endpoint: b.url + "/mcp", MaxRetries: -1}, "")
@@ -122,7 +122,26 @@ func TestPostgresTwoReplicas(t *testing.T) {
 			}
 		})
 	}
+	// A rename racing a create of its destination, through the two replicas: one of them
+	// wins, the other is told why; neither is refused for being busy.
+	if out, isErr := callText(t, ca, "memory_create", map[string]any{"path": "/memories/from.md", "file_text": "moved\n"}); isErr {
+		t.Fatal(out)
+	}
+	var renamed, created string
+	var renameErr, createErr bool
+	wg.Go(func() {
+		renamed, renameErr = callText(t, ca, "memory_rename", map[string]any{"old_path": "/memories/from.md", "new_path": "/memories/to.md"})
+	})
+	wg.Go(func() {
+		created, createErr = callText(t, cb, "memory_create", map[string]any{"path": "/memories/to.md", "file_text": "created\n"})
+	})
 	wg.Wait()
+	switch {
+	case !renameErr && createErr && created == "Error: File /memories/to.md already exists":
+	case renameErr && !createErr && renamed == "Error: The destination /memories/to.md already exists":
+	default:
+		t.Errorf("rename racing create: rename %q, create %q; want one to win and the other to say why", renamed, created)
+	}
 	for _, cs := range []*mcp.ClientSession{ca, cb} {
 		out, _ := callText(t, cs, "memory_view", map[string]any{"path": "/memories/shared.md"})
 		if n := strings.Count(out, " done"); n != 50 {

@@ -48,8 +48,44 @@ type gate struct {
 // smallBodyTimeout is how long a small body may take to arrive.
 const smallBodyTimeout = 5 * time.Second
 
-// sseStream counts the responses an SSE session owes its client.
-type sseStream struct{ pending atomic.Int64 }
+// sseStream counts the responses an SSE session owes its client: a slot of pending each,
+// and the calls waiting for one.
+type sseStream struct {
+	pending chan struct{}
+	waiting atomic.Int64
+}
+
+// take takes a slot for one more response, waiting at most l.Wait, with at most
+// l.QueuePerTenant calls of the session waiting.
+func (st *sseStream) take(ctx context.Context, l Limits) bool {
+	select {
+	case st.pending <- struct{}{}:
+		return true
+	default:
+	}
+	if st.waiting.Add(1) > int64(l.QueuePerTenant) {
+		st.waiting.Add(-1)
+		return false
+	}
+	defer st.waiting.Add(-1)
+	t := time.NewTimer(l.Wait)
+	defer t.Stop()
+	select {
+	case st.pending <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// delivered gives back the slot of a response sent.
+func (st *sseStream) delivered() {
+	select {
+	case <-st.pending:
+	default:
+	}
+}
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
@@ -249,7 +285,16 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		g.serveStream(w, r, tenant)
 		return
 	}
-	if !g.budget.execute(tenant) {
+	if r.URL.Path == "/message" {
+		// The response goes out on the client's SSE stream, after this request has ended:
+		// a call waits for room among the responses the stream owes.
+		st := g.sseSession(r.URL.Query().Get("sessionId"))
+		if st != nil && hasID(body) && !st.take(r.Context(), g.opts.Limits) {
+			busy(w, "responses waiting for this SSE client")
+			return
+		}
+	}
+	if !g.budget.execute(r.Context(), tenant) {
 		busy(w, "requests")
 		return
 	}
@@ -260,16 +305,6 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 			dw.WriteHeader(http.StatusOK)
 			dw.Write(resp)
 			return
-		}
-	}
-	if r.URL.Path == "/message" {
-		st := g.sseSession(r.URL.Query().Get("sessionId"))
-		if st != nil && hasID(body) {
-			if st.pending.Add(1) > int64(g.opts.Limits.Pending) {
-				st.pending.Add(-1)
-				busy(w, "responses waiting for this SSE client")
-				return
-			}
 		}
 	}
 	g.next.ServeHTTP(dw, r)
@@ -355,14 +390,14 @@ func (w *deadlineWriter) watchSSE(b []byte) {
 		id, _, _ := strings.Cut(q, "\r")
 		id, _, _ = strings.Cut(id, "\n")
 		id, _, _ = strings.Cut(id, "&")
-		w.session, w.stream = id, &sseStream{}
+		w.session, w.stream = id, &sseStream{pending: make(chan struct{}, w.sse.opts.Limits.Pending)}
 		w.sse.mu.Lock()
 		w.sse.sse[id] = w.stream
 		w.sse.mu.Unlock()
 		return
 	}
 	if bytes.HasPrefix(b, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":")) {
-		w.stream.pending.Add(-1)
+		w.stream.delivered()
 	}
 }
 

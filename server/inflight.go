@@ -1,33 +1,48 @@
 package server
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // Limits bound what the HTTP transports hold at once, so that no mix of clients can make
-// the server hold unbounded memory; beyond them a request gets 503 with Retry-After.
+// the server hold unbounded memory.
 //
 // A request's body is read within one of two pools, by its declared size: small bodies (up
 // to SmallBody bytes, which every ordinary call is) by number, SmallRequests at once; larger
 // or undeclared ones by bytes, RequestBytes at once. So a client that stalls large uploads
 // cannot take the room ordinary calls need. Once read, a request is executed within
-// Requests at once (PerTenant of them per tenant).
+// Requests at once (PerTenant of them per tenant); beyond that it waits its turn in a queue
+// (first come, first served within a tenant, tenants in turn), Queue requests in all and
+// QueuePerTenant of one tenant, for at most Wait. Only a full queue, a full pool or a wait
+// past Wait gets 503 with Retry-After.
 type Limits struct {
-	Requests, PerTenant int
-	SmallRequests       int
-	RequestBytes        int64
+	Requests, PerTenant   int
+	Queue, QueuePerTenant int
+	Wait                  time.Duration
+	SmallRequests         int
+	RequestBytes          int64
 	// Streams bounds the long-lived event streams (GET /mcp, GET /sse, subscriptions/listen),
 	// StreamsPerTenant each tenant's.
 	Streams, StreamsPerTenant int
-	// Pending bounds the responses an SSE session has not yet been sent.
+	// Pending bounds the responses an SSE session has not yet been sent; a call beyond it
+	// waits, as one beyond Requests does, QueuePerTenant of them per session.
 	Pending int
 }
 
 // SmallBody is the largest body read in the small pool.
 const SmallBody = 64 << 10
 
-// DefaultLimits: 64 requests executing (16 per tenant); 256 small bodies and 32 MiB of
-// large ones being read; 256 streams (64 per tenant); 64 pending responses per SSE session.
+// DefaultLimits: 64 requests executing (16 per tenant) and 512 waiting (256 per tenant, so
+// one client can have 272 calls outstanding) for up to 30 s; small bodies for all of them
+// and 64 more being read, and 32 MiB of large ones; 256 streams (64 per tenant); 64 pending
+// responses per SSE session.
 func DefaultLimits() Limits {
-	return Limits{Requests: 64, PerTenant: 16, SmallRequests: 256, RequestBytes: 32 << 20, Streams: 256, StreamsPerTenant: 64, Pending: 64}
+	l := Limits{Requests: 64, PerTenant: 16, Queue: 512, QueuePerTenant: 256, Wait: 30 * time.Second,
+		RequestBytes: 32 << 20, Streams: 256, StreamsPerTenant: 64, Pending: 64}
+	l.SmallRequests = l.Requests + l.Queue + 64
+	return l
 }
 
 // budget counts work in flight, globally and per tenant.
@@ -39,6 +54,18 @@ type budget struct {
 	tenantB map[string]int64
 	running counter // requests executing
 	streams counter // long-lived event streams
+
+	// The requests waiting for room to execute: by tenant, each tenant's in arrival
+	// order, and the tenants in the order they are served in turn.
+	waiting map[string][]*waiter
+	turns   []string
+	queued  int
+}
+
+// waiter is a request waiting for room to execute; ready is closed when it has it.
+type waiter struct {
+	ready   chan struct{}
+	granted bool
 }
 
 // counter counts things in flight, in all and per tenant, against a cap on each.
@@ -69,6 +96,7 @@ func newBudget(l Limits) *budget {
 		tenantB: map[string]int64{},
 		running: counter{max: l.Requests, perMax: l.PerTenant, per: map[string]int{}},
 		streams: counter{max: l.Streams, perMax: l.StreamsPerTenant, per: map[string]int{}},
+		waiting: map[string][]*waiter{},
 	}
 }
 
@@ -102,11 +130,96 @@ func (b *budget) read(tenant string, size int64, max int64) (release func(), ok 
 	}, true
 }
 
-// execute takes room to execute one request, or reports false; done gives it back.
-func (b *budget) execute(tenant string) bool {
-	return b.with(func() bool { return b.running.take(tenant) })
+// execute takes room to execute one request, waiting its turn when there is none: false
+// when the queue is full, or no room came within the limits' Wait or before ctx ended.
+// done gives the room back.
+func (b *budget) execute(ctx context.Context, tenant string) bool {
+	b.mu.Lock()
+	if len(b.waiting[tenant]) == 0 && b.running.take(tenant) {
+		b.mu.Unlock()
+		return true
+	}
+	if b.queued >= b.limits.Queue || len(b.waiting[tenant]) >= b.limits.QueuePerTenant {
+		b.mu.Unlock()
+		return false
+	}
+	w := &waiter{ready: make(chan struct{})}
+	if len(b.waiting[tenant]) == 0 {
+		b.turns = append(b.turns, tenant)
+	}
+	b.waiting[tenant] = append(b.waiting[tenant], w)
+	b.queued++
+	b.mu.Unlock()
+
+	t := time.NewTimer(b.limits.Wait)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w.granted {
+		return true // the room came as the wait ended: the request uses it
+	}
+	q := b.waiting[tenant]
+	for i := range q {
+		if q[i] == w {
+			b.waiting[tenant] = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	b.queued--
+	b.dropTurn(tenant)
+	return false
 }
-func (b *budget) done(tenant string) { b.with(func() bool { b.running.give(tenant); return true }) }
+
+// done gives back the room a request executed in, to the next waiting request: tenants
+// take turns, and within a tenant the first to come is the first served.
+func (b *budget) done(tenant string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.running.give(tenant)
+	for served := true; served && b.queued > 0; {
+		served = false
+		for i := 0; i < len(b.turns); i++ {
+			t := b.turns[i]
+			if !b.running.take(t) {
+				continue
+			}
+			w := b.waiting[t][0]
+			b.waiting[t] = b.waiting[t][1:]
+			b.queued--
+			w.granted = true
+			close(w.ready)
+			// This tenant's turn is over: it goes to the back of the line.
+			b.turns = append(b.turns[:i:i], b.turns[i+1:]...)
+			if len(b.waiting[t]) > 0 {
+				b.turns = append(b.turns, t)
+			} else {
+				delete(b.waiting, t)
+			}
+			served = true
+			break
+		}
+	}
+}
+
+// dropTurn takes a tenant that no longer waits out of the turns.
+func (b *budget) dropTurn(tenant string) {
+	if len(b.waiting[tenant]) > 0 {
+		return
+	}
+	delete(b.waiting, tenant)
+	for i, t := range b.turns {
+		if t == tenant {
+			b.turns = append(b.turns[:i:i], b.turns[i+1:]...)
+			return
+		}
+	}
+}
 
 // stream takes room for one long-lived stream, or reports false; endStream gives it back.
 func (b *budget) stream(tenant string) bool {

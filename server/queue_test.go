@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// queuedUntil waits until n requests wait in b's queue.
+func queuedUntil(b *budget, n int) {
+	for {
+		b.mu.Lock()
+		q := b.queued
+		b.mu.Unlock()
+		if q == n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// Requests beyond the running bound wait their turn: first come, first served within a
+// tenant, and tenants take turns; a full queue, or a wait past its bound, is refused.
+func TestBudgetQueue(t *testing.T) {
+	b := newBudget(Limits{Requests: 1, PerTenant: 1, Queue: 3, QueuePerTenant: 2, Wait: time.Hour})
+	ctx := context.Background()
+	if !b.execute(ctx, "a") {
+		t.Fatal("the first request waited")
+	}
+	served := make(chan string, 3)
+	for i, who := range []string{"a1", "a2", "b1"} {
+		go func() {
+			if b.execute(ctx, who[:1]) {
+				served <- who
+			}
+		}()
+		queuedUntil(b, i+1)
+	}
+	if b.execute(ctx, "a") {
+		t.Error("a third request of a tenant with two waiting was not refused")
+	}
+	var order []string
+	tenant := "a"
+	for range 3 {
+		b.done(tenant)
+		who := <-served
+		order = append(order, who)
+		tenant = who[:1]
+	}
+	if got := strings.Join(order, " "); got != "a1 b1 a2" {
+		t.Errorf("served %s, want a1 b1 a2 (tenants in turn, each in order)", got)
+	}
+	b.done(tenant)
+
+	// A wait past the bound, or an ended context, gives up and leaves the queue.
+	b = newBudget(Limits{Requests: 1, PerTenant: 1, Queue: 4, QueuePerTenant: 4, Wait: time.Millisecond})
+	b.execute(ctx, "a")
+	if b.execute(ctx, "a") {
+		t.Error("a wait past the bound was granted")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	b.limits.Wait = time.Hour
+	if b.execute(cctx, "a") {
+		t.Error("a wait whose request ended was granted")
+	}
+	if b.queued != 0 || len(b.turns) != 0 || len(b.waiting) != 0 {
+		t.Errorf("requests that gave up are still queued: %d, %v, %v", b.queued, b.turns, b.waiting)
+	}
+}
+
+// Over HTTP: while one call runs and one waits, a third gets 503 with Retry-After; the
+// two are served once the store is free.
+func TestQueueFullGets503(t *testing.T) {
+	store := vfs.NewMemoryStore()
+	s := New(handlers.New(store, handlers.DefaultLimits()), Config{Version: "test", Logger: zerolog.Nop()})
+	lim := Limits{Requests: 1, PerTenant: 1, Queue: 1, QueuePerTenant: 1, Wait: time.Hour, SmallRequests: 8, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}
+	url := serve(t, s, HTTPOptions{Limits: lim}, "")
+	session := post(t, url+"/mcp", "", "", initBody).Header.Get("Mcp-Session-Id")
+
+	hold, held := make(chan struct{}), make(chan struct{})
+	go store.Apply(context.Background(), "hold", func(*vfs.Tx) error { close(held); <-hold; return nil })
+	<-held
+	type answer struct {
+		status int
+		retry  string
+		body   string
+	}
+	answers := make(chan answer, 3)
+	for i := range 3 {
+		go func() {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/q%d.md","file_text":"x"}}}`, i+10, i)
+			req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{body: err.Error()}
+				return
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(data)}
+		}()
+	}
+	first := <-answers
+	if first.status != http.StatusServiceUnavailable || first.retry == "" {
+		t.Errorf("the call beyond the queue: %d, Retry-After %q: %s", first.status, first.retry, first.body)
+	}
+	close(hold)
+	for range 2 {
+		if a := <-answers; a.status != 200 || !strings.Contains(a.body, "File created successfully") {
+			t.Errorf("a call that waited: %d %s", a.status, a.body)
+		}
+	}
+}
