@@ -57,7 +57,7 @@ func main() {
 type config struct {
 	transport, addr, backend, root, lower, tools, instructions string
 	maxViewChars                                               int
-	maxFileBytes, maxStoreBytes, maxRequestBytes               int64
+	maxFileBytes, maxStoreBytes, maxRequestBytes, maxLineBytes int64
 	logLevel, logFormat                                        string
 	version                                                    bool
 	rootSet                                                    bool
@@ -105,6 +105,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.maxFileBytes, "max-file-bytes", 1<<20, "largest size of one memory file, in bytes")
 	fs.Int64Var(&c.maxStoreBytes, "max-store-bytes", 100<<20, "largest size of all memory files together, in bytes")
 	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", 4<<20, "largest HTTP request body, in bytes (larger gets 413)")
+	fs.Int64Var(&c.maxLineBytes, "max-line-bytes", 64<<20, "largest line (one message) on stdio, in bytes; a longer one gets a JSON-RPC error with the request's id, and below it a file over -max-file-bytes gets the per-file error")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or console")
 	fs.StringVar(&c.tenants, "tenants", "", "a JSON file of tenants (see the README): http and sse then require a tenant's bearer token and give each tenant its own memory under -root")
@@ -245,8 +246,8 @@ func (c *config) validate(rest []string) error {
 	switch {
 	case c.maxViewChars < 200:
 		return usageError{fmt.Sprintf("invalid value %d for -max-view-chars: use at least 200", c.maxViewChars)}
-	case c.maxFileBytes <= 0, c.maxStoreBytes <= 0, c.maxRequestBytes <= 0:
-		return usageError{"-max-file-bytes, -max-store-bytes and -max-request-bytes must be positive"}
+	case c.maxFileBytes <= 0, c.maxStoreBytes <= 0, c.maxRequestBytes <= 0, c.maxLineBytes <= 0:
+		return usageError{"-max-file-bytes, -max-store-bytes, -max-request-bytes and -max-line-bytes must be positive"}
 	case c.backend == "overlay" && c.lower == "":
 		return usageError{"-backend overlay needs -lower DIR, the read-only layer"}
 	case c.backend != "overlay" && c.lower != "":
@@ -581,7 +582,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	log.Info().Str("transport", c.transport).Str("backend", c.backend).Str("store", where).Str("tools", c.tools).Str("version", buildVersion()).Msg("memory-mcp starting")
 
 	if c.transport == "stdio" {
-		err = srv.ServeStdio(ctx, stdin, stdout, c.maxRequestBytes)
+		err = srv.ServeStdio(ctx, stdin, stdout, c.maxLineBytes)
 	} else {
 		var ln net.Listener
 		ln, err = net.Listen("tcp", c.addr)

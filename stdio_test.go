@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
@@ -357,5 +359,37 @@ func cancelAndReadWhileACallWaits(t *testing.T, inR io.Reader, inW io.WriteClose
 	inW.Close()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+// Over stdio, a create of 32 MiB gets the per-file limit's tool result, with its id, and
+// nothing is written; a line over -max-line-bytes gets a JSON-RPC error that names the
+// bound and carries the request's id, and the session goes on.
+func TestStdioOversizedCalls(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	cmd := exec.Command(binary, "-root", root, "-max-line-bytes", "40000000")
+	cmd.Env = testEnv(t)
+	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang fails, rather than waits for the client's own timeout
+	defer cancel()
+	big := strings.Repeat("x", 32<<20)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "memory_create", Arguments: map[string]any{"path": "/memories/big.md", "file_text": big}})
+	if err != nil {
+		t.Fatalf("a 32 MiB create: %v", err)
+	}
+	want := "Error: /memories/big.md would be 33554432 bytes, over the limit of 1048576 bytes per memory file"
+	if text := res.Content[0].(*mcp.TextContent).Text; !res.IsError || text != want {
+		t.Errorf("a 32 MiB create: %q, want %q", text, want)
+	}
+	if _, err := os.Stat(filepath.Join(root, "big.md")); err == nil {
+		t.Error("the refused file exists")
+	}
+
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "memory_create", Arguments: map[string]any{"path": "/memories/huge.md", "file_text": strings.Repeat("y", 41<<20)}})
+	if err == nil || !strings.Contains(err.Error(), "Request too large: a line may hold at most 40000000 bytes") {
+		t.Errorf("a line over the bound: %v, want the JSON-RPC error, matched to the call", err)
+	}
+	if text, isErr := callText(t, cs, "memory_create", map[string]any{"path": "/memories/after.md", "file_text": "still here\n"}); isErr {
+		t.Errorf("after an oversized line the session does not work: %s", text)
 	}
 }

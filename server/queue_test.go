@@ -126,3 +126,24 @@ func TestQueueFullGets503(t *testing.T) {
 		}
 	}
 }
+
+// The id of a request cut short is read when it comes before the cut.
+func TestHeadID(t *testing.T) {
+	for _, tc := range []struct {
+		head string
+		want any
+	}{
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"file_text":"xxxx`, int64(7)},
+		{`{"id":"abc","jsonrpc":"2.0","method":"tools/call","params":{"argu`, "abc"},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"file_text":"xxxx`, nil},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"a":1},"id":3,"x":"yyyy`, int64(3)},
+		{`{"id":1.5,"method":"x`, nil},
+		{`{"id":null,"method":"x`, nil},
+		{`[{"id":1}`, nil},
+		{`not json`, nil},
+	} {
+		if got := headID([]byte(tc.head)); got != tc.want {
+			t.Errorf("headID(%s) = %#v, want %#v", tc.head, got, tc.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -369,8 +370,12 @@ func (l *stdioLoop) cancel(id json.RawMessage) {
 // CPU.
 const MaxStdioPoll = 10 * time.Millisecond
 
+// lineHead is how much of a line over maxLine bytes is kept, to read its request's id from.
+const lineHead = 64 << 10
+
 // next reads the next non-blank line. A line over maxLine bytes is skipped, with an error
-// response (its id is unknown: null).
+// response that carries the request's id when the line's first lineHead bytes name it
+// (null otherwise); no more than those bytes of it are held.
 func (l *stdioLoop) next() ([]byte, error) {
 	var buf []byte
 	tooLong := false
@@ -395,7 +400,8 @@ func (l *stdioLoop) next() ([]byte, error) {
 		}
 		if !tooLong {
 			if int64(len(buf)+len(chunk)) > l.maxLine && l.maxLine > 0 {
-				tooLong, buf = true, nil
+				buf = append(buf, chunk...)
+				tooLong, buf = true, slices.Clone(buf[:min(len(buf), lineHead)])
 			} else {
 				buf = append(buf, chunk...)
 			}
@@ -405,7 +411,8 @@ func (l *stdioLoop) next() ([]byte, error) {
 		}
 		if tooLong {
 			if err == nil || len(chunk) > 0 {
-				l.w.write(errorResponse(nil, mcp.INVALID_REQUEST, fmt.Sprintf("Request too large: the limit is %d bytes", l.maxLine)))
+				l.w.write(errorResponse(headID(buf), mcp.INVALID_REQUEST, fmt.Sprintf(
+					"Request too large: a line may hold at most %d bytes (the server's -max-line-bytes); send less at once", l.maxLine)))
 			}
 		} else if len(bytes.TrimSpace(buf)) > 0 {
 			l.buffered.Store(l.r.Buffered() > 0)
@@ -502,6 +509,39 @@ func (s *Server) handle(ctx context.Context, line []byte, method string) (resp m
 		}
 	}
 	return resp
+}
+
+// headID reads the id of the JSON-RPC request that head begins (a line cut short), or
+// returns nil when it does not come before the cut: only a number or a string is an id.
+func headID(head []byte) any {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if key != "id" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			continue
+		}
+		switch v, _ := dec.Token(); v := v.(type) {
+		case json.Number:
+			if n, err := v.Int64(); err == nil {
+				return n
+			}
+		case string:
+			return v
+		}
+		return nil
+	}
+	return nil
 }
 
 func errorResponse(id any, code int, msg string) mcp.JSONRPCMessage {
