@@ -112,7 +112,7 @@ func TestHistoryCommands(t *testing.T) {
 	if out := mustCLI(t, append(r, "show", "/memories/notes.md@1")...); out != "alpha\nbeta\n" {
 		t.Errorf("show notes.md@1: %q", out)
 	}
-	if out := mustCLI(t, append(r, "diff", "/memories/facts.md")...); out != "--- /memories/facts.md@6\n+++ /memories/facts.md@7\n@@ -1,2 +1,2 @@\n alpha\n-API key: none\n+gamma\n" {
+	if out := mustCLI(t, append(r, "diff", "/memories/facts.md")...); out != "--- /memories/facts.md@5\n+++ /memories/facts.md@7\n@@ -1,2 +1,2 @@\n alpha\n-API key: none\n+gamma\n" {
 		t.Errorf("diff facts.md:\n%s", out)
 	}
 	if out := mustCLI(t, append(r, "diff", "/memories/notes.md", "1", "2")...); !strings.Contains(out, "-beta\n+API key: none\n") {

@@ -20,7 +20,12 @@ import (
 
 // Refusal is a refusal of an operation for people (the history operations, and those of
 // people.go), worded for the person who asked.
-type Refusal struct{ Msg string }
+type Refusal struct {
+	Msg string
+	// Stale says the file is no longer as the person last saw it (changed, created or
+	// deleted meanwhile): loading it again is the way on.
+	Stale bool
+}
 
 func (e *Refusal) Error() string { return e.Msg }
 
@@ -156,13 +161,26 @@ func (h *Handlers) Diff(ctx context.Context, path string, seqs ...uint64) (strin
 			if v.NewPath != "" {
 				to = v.NewPath
 			}
-			a = side{fmt.Sprintf("%s@%d", v.Path, v.Seq-1), v.Before(v.Path), v.Seq - 1, v.Path}
+			// The side before is the file's own version before this one, by its number
+			// (the numbers of the log, the page and restore): none for a file the history
+			// saw created here, or that predates it.
+			a = side{fmt.Sprintf("%s (before @%d)", v.Path, v.Seq), v.Before(v.Path), v.Seq - 1, v.Path}
+			for j := i - 1; j >= 0; j-- {
+				if vs[j].Touches(v.Path) {
+					a.label, a.seq = fmt.Sprintf("%s@%d", v.Path, vs[j].Seq), vs[j].Seq
+					break
+				}
+			}
 			b = side{fmt.Sprintf("%s@%d", to, v.Seq), v.After(to), v.Seq, to}
 		}
 		var texts [2]string
-		for i, s := range []side{a, b} {
+		for i, s := range []*side{&a, &b} {
 			if !s.st.Exists {
 				continue // an absent file diffs as empty
+			}
+			if s.st.Redacted {
+				s.label += " (redacted)" // its content is gone: shown as nothing
+				continue
 			}
 			data, err := content(tx, s.st, s.path, s.seq)
 			if err != nil {

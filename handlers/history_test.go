@@ -252,3 +252,42 @@ func TestHistoryReadOnly(t *testing.T) {
 		t.Errorf("redact on a read-only store: %v", err)
 	}
 }
+
+// A diff names the two versions it compares by the numbers the log shows: the file's own
+// version before, not the change's number less one; a side whose content was redacted is
+// shown as such instead of failing the diff.
+func TestDiffNamesTheVersionsCompared(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			f := b.open(t, nil, noWrap)
+			h := handlers.New(f.store, handlers.DefaultLimits())
+			ctx := context.Background()
+			for _, in := range []map[string]any{
+				{"command": "create", "path": "/memories/status.md", "file_text": "one\n"},                    // 1
+				{"command": "create", "path": "/memories/other.md", "file_text": "x\n"},                       // 2
+				{"command": "create", "path": "/memories/third.md", "file_text": "y\n"},                       // 3
+				{"command": "str_replace", "path": "/memories/status.md", "old_str": "one", "new_str": "two"}, // 4
+				{"command": "str_replace", "path": "/memories/other.md", "old_str": "x", "new_str": "z"},      // 5
+				{"command": "str_replace", "path": "/memories/status.md", "old_str": "two", "new_str": "six"}, // 6
+			} {
+				if res := h.Exec(ctx, in); res.IsError {
+					t.Fatal(res.Text)
+				}
+			}
+			want := "--- /memories/status.md@4\n+++ /memories/status.md@6\n@@ -1 +1 @@\n-two\n+six\n"
+			if d, err := h.Diff(ctx, "/memories/status.md"); err != nil || d != want {
+				t.Errorf("diff of the last change:\n%s%v\nwant\n%s", d, err, want)
+			}
+			if d, err := h.Diff(ctx, "/memories/status.md", 1); err != nil || !strings.HasPrefix(d, "--- /memories/status.md (before @1)\n+++ /memories/status.md@1\n") {
+				t.Errorf("diff of the create:\n%s%v", d, err)
+			}
+			if _, err := h.Redact(ctx, "/memories/status.md", 4); err != nil {
+				t.Fatal(err)
+			}
+			want = "--- /memories/status.md@4 (redacted)\n+++ /memories/status.md@6\n@@ -0,0 +1 @@\n+six\n"
+			if d, err := h.Diff(ctx, "/memories/status.md", 6); err != nil || d != want {
+				t.Errorf("diff with the earlier side redacted:\n%s%v\nwant\n%s", d, err, want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -246,17 +247,20 @@ func (h *Handlers) apply(ctx context.Context, command string, fn func(tx *vfs.Tx
 
 // unchanged refuses when the file is not as the person last saw it.
 func unchanged(p vfs.Path, exists bool, old []byte, expect *vfs.Digest) error {
+	var msg string
 	switch {
 	case expect == nil:
 		return nil
 	case expect.IsZero() && exists:
-		return refuse("%s was created by someone else meanwhile: reload it, then make your change again", p)
+		msg = "%s was created by someone else meanwhile: reload it, then make your change again"
 	case !expect.IsZero() && !exists:
-		return refuse("%s was deleted meanwhile: reload, then make your change again", p)
+		msg = "%s was deleted meanwhile: reload, then make your change again"
 	case exists && vfs.DigestOf(old) != *expect:
-		return refuse("%s was changed by someone else since you opened it: reload it, then make your change again", p)
+		msg = "%s was changed by someone else since you opened it: reload it, then make your change again"
+	default:
+		return nil
 	}
-	return nil
+	return &Refusal{Msg: fmt.Sprintf(msg, p), Stale: true}
 }
 
 // Match is a place where a search found its text: in a file's name (Line 0) or on one of

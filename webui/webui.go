@@ -194,7 +194,7 @@ func (h *Handler) linkLogin(w http.ResponseWriter, r *http.Request) {
 		h.fails.Warn().Str("remote", r.RemoteAddr).Msg("web page: login link refused")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
-		w.Write([]byte("This login link is not valid (any more): a link from memory-mcp ui works once.\nRun memory-mcp ui again for a new one, or log in on the page with a token.\n"))
+		w.Write([]byte("This login link is not valid (any more): a link from memory-mcp ui works once.\nRun memory-mcp ui again: it prints a new link.\n"))
 		return
 	}
 	h.startSession(w, r, memory)
@@ -474,8 +474,10 @@ func (h *Handler) errStatus(err error, r *http.Request) (int, string) {
 	switch {
 	case errors.As(err, &bad):
 		return http.StatusBadRequest, string(bad)
+	case errors.As(err, &refusal) && refusal.Stale:
+		return http.StatusConflict, refusal.Msg // the file is not as the person last saw it
 	case errors.As(err, &refusal):
-		return http.StatusConflict, refusal.Msg // the memory is not as the request needs
+		return http.StatusUnprocessableEntity, refusal.Msg // refused as the model's change would be
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "the storage did not answer in time; try again"
 	}

@@ -81,6 +81,13 @@ async function confirm(page) {
   await page.waitForFunction(() => !document.getElementById("dialog").open);
 }
 
+// typeInto types text into a field as a person does: a click, select what is there, type.
+async function typeInto(page, selector, text) {
+  await page.click(selector);
+  await page.keyboard.press("Control+A");
+  await page.keyboard.type(text);
+}
+
 async function until(what, fn, ms = 15000) {
   const end = Date.now() + ms;
   for (;;) {
@@ -96,9 +103,12 @@ async function local() {
   const link = env("UI_URL");
   const base = new URL(link).origin;
   const browser = await launch();
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: "en-US", timezoneId: "UTC" });
   const page = await context.newPage();
   const bad = watch(page, base);
+  // The seed is over: a second from now, the memory as seeded is the memory "at" t0.
+  await new Promise((r) => setTimeout(r, 1100));
+  const t0 = new Date(Math.floor(Date.now() / 1000) * 1000);
 
   step("the link logs in and leaves the token out of the address");
   await page.goto(link);
@@ -134,6 +144,10 @@ async function local() {
   const diff = await page.locator("#diff").innerText();
   assert.match(diff, /^-The user prefers tabs\.$/m);
   assert.match(diff, /^\+The user prefers spaces\.$/m);
+  // One numbering: the diff's header names the two versions the list shows.
+  assert.deepEqual(await page.locator("#versions .v-seq").allInnerTexts(), ["#4", "#1"]);
+  assert.match(diff, /^--- \/memories\/notes\.md@1$/m);
+  assert.match(diff, /^\+\+\+ \/memories\/notes\.md@4$/m);
   const oldest = page.locator("#versions li").last();
   await oldest.locator("button").click();
   await page.selectOption("#compare", { index: 1 }); // the newest version, against the oldest
@@ -150,7 +164,7 @@ async function local() {
   await page.click("#tab-content");
   await page.locator("#content").waitFor();
   await page.locator("#edit").click();
-  await page.locator("#editor").fill("# Notes\n\nEdited by a person.\n");
+  await typeInto(page, "#editor", "# Notes\n\nEdited by a person.\n");
   await page.keyboard.press("Control+s");
   await until("the edit on disk", () => readDisk("/memories/notes.md") === "# Notes\n\nEdited by a person.\n");
   await page.click("#tab-history");
@@ -177,8 +191,8 @@ async function local() {
   assert.match(await page.locator("#content .line.hit").innerText(), /Tuesdays/);
 
   step("search for markup shows it as text");
-  await page.fill("#search", "onerror");
-  await page.press("#search", "Enter");
+  await typeInto(page, "#search", "onerror");
+  await page.keyboard.press("Enter");
   await until("the markup result", async () => /onerror/.test(await page.locator("#results").innerText()));
   assert.equal(await page.locator("#main img").count(), 0);
 
@@ -207,7 +221,7 @@ async function local() {
   // Another process's change makes the page refresh the view, which loads the editor again.
   assert.equal(await ask('AGENT /memories/agent2.md "Another fact.\\n"'), "done");
   await page.locator("#editor").waitFor();
-  await page.locator("#editor").fill("Typed by a person.\n");
+  await typeInto(page, "#editor", "Typed by a person.\n");
   release();
   await heldRequest.response(); // the first load ends now, after the editor was filled
   await page.waitForTimeout(300);
@@ -227,10 +241,57 @@ async function local() {
   await page.setViewportSize({ width: 1280, height: 800 });
   await page.screenshot({ path: path.join(shots, "dark.png") });
 
+  step("a new file: the dialog takes typing, Backspace and Escape; Enter creates it");
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.locator("#home").click();
+  await page.locator("#new-file").click();
+  await page.locator("#dialog[open] #new-path").waitFor();
+  await page.keyboard.type("people/dana.mdX");
+  await page.keyboard.press("Backspace");
+  assert.equal(await page.locator("#new-path").inputValue(), "/memories/people/dana.md");
+  await page.keyboard.press("Escape");
+  await page.waitForFunction(() => !document.getElementById("dialog").open);
+  assert.equal(await page.locator("#editor").count(), 0, "Escape created nothing");
+  await page.locator("#new-file").click();
+  await page.locator("#dialog[open] #new-path").waitFor();
+  await page.keyboard.type("people/dana.md");
+  await page.keyboard.press("Enter");
+  await page.locator("#editor").waitFor();
+  await page.keyboard.type("Dana prefers short answers.\n");
+  await page.keyboard.press("Control+s");
+  await until("the new file on disk", () => fs.existsSync(disk("/memories/people/dana.md")) && readDisk("/memories/people/dana.md") === "Dana prefers short answers.\n");
+
+  step("a new file the secret guard refuses says why, and offers no version to load");
+  await page.locator("#new-file").click();
+  await page.locator("#dialog[open] #new-path").waitFor();
+  await page.keyboard.type("keys.md");
+  await page.keyboard.press("Enter");
+  await page.locator("#editor").waitFor();
+  await page.keyboard.type("aws_access_key_id = AKIAIOSFODNN7EXAMPLF\n");
+  await page.keyboard.press("Control+s");
+  await until("the refusal", async () => /looks like an Amazon Web Services access key/.test(await page.locator("#edit-banner").innerText()));
+  assert.equal(await page.locator("#edit-banner button").count(), 0, "a version to load is offered for a file that has none");
+  assert.ok(!fs.existsSync(disk("/memories/keys.md")));
+  await page.keyboard.press("Escape");
+
+  step("the whole memory back as it was at a time, typed into the time field");
+  const two = (n) => String(n).padStart(2, "0");
+  const h12 = t0.getUTCHours() % 12 || 12;
+  await page.click("#restore-at", { position: { x: 8, y: 10 } });
+  await page.keyboard.type(two(t0.getUTCMonth() + 1) + two(t0.getUTCDate()) + t0.getUTCFullYear());
+  await page.keyboard.press("Tab");
+  await page.keyboard.type(two(h12) + two(t0.getUTCMinutes()) + two(t0.getUTCSeconds()) + (t0.getUTCHours() < 12 ? "A" : "P"));
+  assert.equal(await page.locator("#restore-at").inputValue(), t0.toISOString().slice(0, 19));
+  await page.keyboard.press("Enter");
+  await confirm(page);
+  await until("the memory as seeded, on disk", () => fs.existsSync(disk("/memories/projects/alpha.md")) && !fs.existsSync(disk("/memories/agent.md")) && !fs.existsSync(disk("/memories/people/dana.md")));
+  assert.match(readDisk("/memories/notes.md"), /The user prefers spaces\./);
+
   step("the one-time link does not work twice");
   const again = await browser.newContext();
   const res = await (await again.newPage()).goto(link);
   assert.equal(res.status(), 401);
+  assert.match(await res.text(), /Run memory-mcp ui again: it prints a new link\./);
   await again.close();
 
   step("nothing in the memory ran");
@@ -245,30 +306,33 @@ async function tenants() {
   const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   const bad = watch(page, base);
 
-  step("a wrong token is refused");
+  step("a first visit asks to log in, without saying a session ended");
   await page.goto(base + "/ui/");
   await page.locator("#login-token").waitFor();
-  await page.fill("#login-token", "mmcp_not-a-token");
-  await page.click("#login-form button");
+  assert.equal(await page.locator("#login-error").innerText(), "");
+
+  step("a wrong token is refused");
+  await typeInto(page, "#login-token", "mmcp_not-a-token");
+  await page.keyboard.press("Enter");
   await until("the refusal", async () => /no memory/.test(await page.locator("#login-error").innerText()));
   await page.screenshot({ path: path.join(shots, "login.png") });
 
   step("a tenant logs in with its bearer token and changes its own memory");
-  await page.fill("#login-token", env("RW_TOKEN"));
+  await typeInto(page, "#login-token", env("RW_TOKEN"));
   await page.click("#login-form button");
   await treeItem(page, "/memories/secret.md");
   assert.match(await page.locator("#memory-name").innerText(), /alice/);
   await openFile(page, "/memories/secret.md");
   await page.locator("#edit").click();
-  await page.locator("#editor").fill("alice's secret, edited on the page\n");
+  await typeInto(page, "#editor", "alice's secret, edited on the page\n");
   await page.click("#save");
   await until("alice's edit on disk", () => fs.readFileSync(path.join(root, "alice", "secret.md"), "utf8") === "alice's secret, edited on the page\n");
   await page.click("#logout");
   await page.locator("#login-token").waitFor();
 
   step("a read-only tenant sees but cannot change");
-  await page.fill("#login-token", env("RO_TOKEN"));
-  await page.click("#login-form button");
+  await typeInto(page, "#login-token", env("RO_TOKEN"));
+  await page.keyboard.press("Enter");
   await treeItem(page, "/memories/secret.md");
   assert.ok(await page.locator("#read-only").isVisible());
   await openFile(page, "/memories/secret.md");

@@ -60,7 +60,7 @@ async function api(name, params, body) {
     data = null;
   }
   if (res.status === 401 && name !== "login") {
-    showLogin("Your session ended: log in again.");
+    showLogin(state.session ? "Your session ended: log in again." : "");
   }
   if (!res.ok) throw new ApiError((data && data.error) || res.statusText, res.status);
   return data;
@@ -86,6 +86,15 @@ function ago(t) {
 
 function when(t) {
   return el("time", { datetime: t, title: new Date(t).toLocaleString() }, ago(t));
+}
+
+// pathText shows a path that may wrap after each slash only, never inside a name.
+function pathText(p) {
+  return el("span", { class: "path" }, p.split("/").flatMap((part, i) => (i ? [el("wbr"), "/" + part] : [part])));
+}
+
+function plural(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
 }
 
 function baseName(p) {
@@ -128,7 +137,15 @@ function confirmDialog(title, body, okText, { danger = false, input = null } = {
     ok.onclick = () => done(true);
     $("dialog-cancel").onclick = () => done(false);
     d.onclose = () => done(false);
-    if (input) input.onkeydown = (e) => e.key === "Enter" && (e.preventDefault(), done(true));
+    // Enter confirms; every other key types as usual (a handler that returned false for
+    // them would cancel them), and Escape closes the dialog, which cancels.
+    if (input)
+      input.onkeydown = (e) => {
+        if (e.key === "Enter") {
+          e.preventDefault();
+          done(true);
+        }
+      };
     d.showModal();
     (input || $("dialog-cancel")).focus();
   });
@@ -513,7 +530,7 @@ async function saveFile(p, text) {
           "div",
           { class: "banner warn", role: "alert" },
           err.message,
-          err.status === 409 ? el("button", { type: "button", class: "small", onclick: () => reloadEditor(p) }, "Load the current version (your text is lost)") : "",
+          err.status === 409 && !ed.isNew ? el("button", { type: "button", class: "small", onclick: () => reloadEditor(p) }, "Load the current version (your text is lost)") : "",
         ),
       );
     } else failed(err);
@@ -713,7 +730,7 @@ async function showDir(p) {
   }
   const list = el("ul", { class: "listing", id: "listing" });
   for (const c of node.children || []) {
-    list.append(el("li", {}, el("button", { type: "button", onclick: () => open(c) }, el("span", { class: "grow" }, c.dir ? c.name + "/" : c.name), el("span", { class: "meta" }, size(c.size) + (c.changed ? " · " + ago(c.changed) : "")))));
+    list.append(el("li", {}, el("button", { type: "button", title: c.path, onclick: () => open(c) }, el("span", { class: "grow" }, c.dir ? c.name + "/" : c.name), el("span", { class: "meta" }, size(c.size) + (c.changed ? " · " + ago(c.changed) : "")))));
   }
   const actions = el("div", { class: "actions" });
   if (!state.session.read_only) {
@@ -724,7 +741,7 @@ async function showDir(p) {
   setMain(
     crumbs(p),
     el("div", { class: "title-row" }, el("h1", {}, p === ROOT ? ROOT : baseName(p) + "/"), actions),
-    el("p", { class: "facts" }, `${(node.children || []).length} entries · ${size(node.size)}` + (node.changed ? " · changed " + ago(node.changed) : "")),
+    el("p", { class: "facts" }, `${plural((node.children || []).length, "entry", "entries")} · ${size(node.size)}` + (node.changed ? " · changed " + ago(node.changed) : "")),
     node.children && node.children.length ? list : el("p", { class: "empty" }, "This directory is empty."),
     state.session.history ? el("h2", { class: "section" }, "Recent changes below it") : "",
     versions,
@@ -845,7 +862,7 @@ function renderFeed(fresh) {
         el(
           "button",
           { type: "button", onclick: () => go(c.kind === "deleted" || c.kind === "changed" ? { dir: c.kind === "changed" ? ROOT : parentOf(c.path) } : { file: c.path, tab: "history" }) },
-          el("div", { class: "what" }, el("span", { class: "kind " + c.kind }, c.kind), el("span", { class: "actor" }, e.actor), " ", c.from ? `${c.from} → ${c.path}` : c.path, more),
+          el("div", { class: "what", title: c.from ? `${c.from} → ${c.path}` : c.path }, el("span", { class: "kind " + c.kind }, c.kind), el("span", { class: "actor" }, e.actor), " ", c.from ? [pathText(c.from), " → ", pathText(c.path)] : pathText(c.path), more),
           el("div", { class: "when" }, e.seq ? "#" + e.seq + " · " : "", e.command ? e.command + " · " : "", when(e.time)),
         ),
       );
