@@ -97,7 +97,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.StringVar(&c.dsn, "dsn", "", "with -backend postgres: the database, as a postgres:// URL or key/value DSN (PG* environment variables fill in what it leaves out)")
 	fs.StringVar(&c.store, "store", "default", "with -backend postgres and no -tenants: the name of the store that is /memories (with -tenants, each tenant's dir names its store)")
 	fs.BoolVar(&c.migrate, "migrate", true, "with -backend postgres: bring the database's schema up to date at start (false: an operator runs memory-mcp migrate)")
-	fs.StringVar(&c.root, "root", "", "the directory that is /memories (default: memory-mcp/memories in the user's data directory); with -backend overlay, the writable upper layer (default: memory)")
+	fs.StringVar(&c.root, "root", "", "the directory that is /memories (default: ~/.memory-mcp/memories); with -backend overlay, the writable upper layer (default: memory)")
 	fs.StringVar(&c.lower, "lower", "", "with -backend overlay: the read-only lower directory, never modified")
 	fs.StringVar(&c.tools, "tools", server.ToolsSplit, "split (six tools memory_view … memory_rename) or single (one memory tool taking the native memory_20250818 input)")
 	fs.StringVar(&c.instructions, "instructions", "", "a file whose text replaces the built-in memory protocol sent as instructions, or none to send no instructions")
@@ -684,11 +684,10 @@ func openStore(c *config, sub string, readOnly bool, getenv func(string) string)
 	}
 	root := c.root
 	if root == "" {
-		dir, err := dataDir(getenv)
-		if err != nil {
+		var err error
+		if root, err = defaultRoot(getenv); err != nil {
 			return nil, "", err
 		}
-		root = filepath.Join(dir, "memory-mcp", "memories")
 	}
 	root = filepath.Join(root, sub)
 	if readOnly {
@@ -719,8 +718,31 @@ func printToken(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// dataDir is the user's data directory: $XDG_DATA_HOME or ~/.local/share on Linux and other
-// Unix systems, ~/Library/Application Support on macOS, %LocalAppData% on Windows.
+// defaultRoot is the memory's directory when neither -root nor MEMORY_MCP_ROOT names one:
+// ~/.memory-mcp/memories on every system, the Claude Desktop bundle's default too, so that
+// the bundle, the binary and its subcommands (ui, log) find one memory. A memory kept
+// where earlier releases kept it (the system's data directory) is used while nothing is at
+// the new place, so an upgrade finds what it had.
+func defaultRoot(getenv func(string) string) (string, error) {
+	root := expandHome("~/.memory-mcp/memories", getenv)
+	if !filepath.IsAbs(root) {
+		return "", errors.New("no home directory to put the memory in: set -root")
+	}
+	if _, err := os.Stat(root); err == nil {
+		return root, nil
+	}
+	if dir, err := dataDir(getenv); err == nil {
+		old := filepath.Join(dir, "memory-mcp", "memories")
+		if fi, err := os.Stat(old); err == nil && fi.IsDir() {
+			return old, nil
+		}
+	}
+	return root, nil
+}
+
+// dataDir is the system's directory for a user's application data, where releases before
+// the one default kept the memory: $XDG_DATA_HOME or ~/.local/share on Linux and other Unix
+// systems, ~/Library/Application Support on macOS, %LocalAppData% on Windows.
 func dataDir(getenv func(string) string) (string, error) {
 	switch runtime.GOOS {
 	case "windows":

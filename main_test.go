@@ -296,21 +296,47 @@ func TestEndToEnd(t *testing.T) {
 	})
 }
 
-// With no flags, from any working directory, the server keeps its memory under the user's
-// data directory, created 0700.
+// With no flags, from any working directory, the server keeps its memory in
+// ~/.memory-mcp/memories (the Claude Desktop bundle's default too), created 0700, and the
+// subcommands find it there. A memory kept where earlier releases kept it (the data
+// directory) is still found while nothing is at the new place.
 func TestDefaultRoot(t *testing.T) {
-	data := t.TempDir()
+	home, data := t.TempDir(), t.TempDir()
+	env := append(os.Environ(), "XDG_DATA_HOME="+data, "HOME="+home, "USERPROFILE="+home)
 	cmd := exec.Command(binary)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+data, "HOME="+t.TempDir())
+	cmd.Env = env
 	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
 	runScenario(t, cs, false)
-	fi, err := os.Stat(filepath.Join(data, "memory-mcp", "memories"))
+	cs.Close()
+	fi, err := os.Stat(filepath.Join(home, ".memory-mcp", "memories"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("memory directory mode %v, want 0700", fi.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(data, "memory-mcp")); err == nil {
+		t.Error("the data directory was written to as well")
+	}
+	create := exec.Command(binary, "exec", `{"command":"create","path":"/memories/seen.md","file_text":"x"}`)
+	create.Env = env
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("exec without -root: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".memory-mcp", "memories", "seen.md")); err != nil {
+		t.Errorf("exec without -root uses another memory than the server's: %v", err)
+	}
+
+	// An earlier release's memory, and nothing at the new place: it is the one used.
+	home, data = t.TempDir(), t.TempDir()
+	old := filepath.Join(data, "memory-mcp", "memories")
+	os.MkdirAll(old, 0o700)
+	os.WriteFile(filepath.Join(old, "kept.md"), []byte("from before\n"), 0o600)
+	view := exec.Command(binary, "exec", `{"command":"view","path":"/memories/kept.md"}`)
+	view.Env = append(os.Environ(), "XDG_DATA_HOME="+data, "HOME="+home, "USERPROFILE="+home)
+	if out, err := view.Output(); err != nil || !strings.Contains(string(out), "from before") {
+		t.Errorf("the earlier default's memory is not found: %v\n%s", err, out)
 	}
 }
 
