@@ -115,7 +115,7 @@ func TestContainerImage(t *testing.T) {
 	}
 	exe := filepath.Join(t.TempDir(), "memory-mcp")
 	os.WriteFile(exe, binary, 0o755)
-	if out, err := exec.Command(exe, "-version").Output(); err != nil || !strings.HasPrefix(string(out), "memory-mcp v3.2.1 ") {
+	if out, err := exec.Command(exe, "-version").Output(); err != nil || !strings.HasPrefix(string(out), "memory-mcp v3.2.1 ") || !strings.Contains(string(out), "encoding/json v2") {
 		t.Errorf("-version: %q %v", out, err)
 	}
 	cmd := exec.Command(exe) // the image's default: stdio, memory in MEMORY_MCP_ROOT

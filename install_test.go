@@ -19,7 +19,7 @@ func TestVersionOutput(t *testing.T) {
 	if code := run(context.Background(), []string{"-version"}, func(string) string { return "" }, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	want := regexp.MustCompile(`^memory-mcp \S+ \(commit \S+, built \S+, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
+	want := regexp.MustCompile(`^memory-mcp \S+ \(commit \S+, built \S+, ` + regexp.QuoteMeta(runtime.Version()) + `, ` + regexp.QuoteMeta(jsonBuild()) + `\)\n$`)
 	if !want.MatchString(out.String()) {
 		t.Errorf("got %q", out.String())
 	}
@@ -28,15 +28,24 @@ func TestVersionOutput(t *testing.T) {
 	defer func() { version, commit, date = "", "", "" }()
 	out.Reset()
 	run(context.Background(), []string{"-version"}, func(string) string { return "" }, nil, &out, &errOut)
-	if got, want := out.String(), "memory-mcp v1.2.3 (commit 0123abc, built 2026-11-22T10:00:00Z, "+runtime.Version()+")\n"; got != want {
+	if got, want := out.String(), "memory-mcp v1.2.3 (commit 0123abc, built 2026-11-22T10:00:00Z, "+runtime.Version()+", "+jsonBuild()+")\n"; got != want {
 		t.Errorf("stamped: got %q, want %q", got, want)
 	}
 
-	// The test binary's build: a checkout records its revision.
+	// The test binary's build: a checkout records its revision; the JSON it says is the
+	// one it was built with.
 	cmd := exec.Command(binary, "-version")
 	data, err := cmd.Output()
 	if err != nil || !strings.HasPrefix(string(data), "memory-mcp ") {
 		t.Errorf("binary: %q %v", data, err)
+	}
+	v2 := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "v2"), ".")
+	v2.Env = append(os.Environ(), "GOEXPERIMENT=jsonv2")
+	if out, err := v2.CombinedOutput(); err != nil {
+		t.Fatalf("build with jsonv2: %v\n%s", err, out)
+	}
+	if data, err := exec.Command(v2.Args[3], "-version").Output(); err != nil || !strings.Contains(string(data), ", encoding/json v2 (GOEXPERIMENT=jsonv2))") {
+		t.Errorf("a jsonv2 build's -version: %q %v", data, err)
 	}
 }
 

@@ -827,7 +827,20 @@ func buildInfo() (v, rev, at string) {
 // printVersion prints "memory-mcp VERSION (commit COMMIT, built DATE, GO)".
 func printVersion(w io.Writer) {
 	v, rev, at := buildInfo()
-	fmt.Fprintf(w, "memory-mcp %s (commit %s, built %s, %s)\n", v, rev, at, runtime.Version())
+	fmt.Fprintf(w, "memory-mcp %s (commit %s, built %s, %s, %s)\n", v, rev, at, runtime.Version(), jsonBuild())
+}
+
+// jsonBuild says which encoding/json the binary has: the v2 implementation
+// (GOEXPERIMENT=jsonv2, as the releases are built: large files are cheaper) or the v1.
+func jsonBuild() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "GOEXPERIMENT" && slices.Contains(strings.Split(s.Value, ","), "jsonv2") {
+				return "encoding/json v2 (GOEXPERIMENT=jsonv2)"
+			}
+		}
+	}
+	return "encoding/json v1"
 }
 
 func printUsage(w io.Writer) {

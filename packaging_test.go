@@ -103,7 +103,7 @@ func TestClaudeDesktopBundle(t *testing.T) {
 	if _, err := os.Stat(memories); err != nil {
 		t.Errorf("the memory directory from user_config was not used: %v", err)
 	}
-	if v, _ := exec.Command(command, "-version").Output(); !strings.HasPrefix(string(v), "memory-mcp v9.8.7 ") {
+	if v, _ := exec.Command(command, "-version").Output(); !strings.HasPrefix(string(v), "memory-mcp v9.8.7 ") || !strings.Contains(string(v), "encoding/json v2") {
 		t.Errorf("the bundled binary's version: %q", v)
 	}
 	checkRegistryServerJSON(t, out, bundle)

@@ -23,7 +23,7 @@ for target in "${targets[@]}"; do
   [ "$goos" = windows ] && platform=win32 exe=memory-mcp.exe
   stage=$(mktemp -d)
   mkdir -p "$stage/server"
-  (cd "$top" && CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
+  (cd "$top" && CGO_ENABLED=0 GOEXPERIMENT=jsonv2 GOOS=$goos GOARCH=$goarch go build -trimpath \
     -ldflags "-s -w -X main.version=$version" -o "$stage/server/$exe" .)
   cp "$top/LICENSE" "$stage/"
   # The manifest with this version, for this platform only.
