@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
@@ -582,6 +583,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	log.Info().Str("transport", c.transport).Str("backend", c.backend).Str("store", where).Str("tools", c.tools).Str("version", buildVersion()).Msg("memory-mcp starting")
 
 	if c.transport == "stdio" {
+		if f, ok := stdin.(*os.File); ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
+			// A person started it in a terminal: what it waits for is not obvious.
+			fmt.Fprintf(stderr, "memory-mcp is waiting for an MCP client on stdin (clients start it themselves: see the README); its memory is %s. Try memory-mcp -help for the flags and commands, or memory-mcp ui to see the memory in a browser. Ctrl+C stops it.\n", where)
+		}
 		err = srv.ServeStdio(ctx, stdin, stdout, c.maxLineBytes)
 	} else {
 		var ln net.Listener

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -680,5 +681,54 @@ func TestStorageDirRefusals(t *testing.T) {
 	run(context.Background(), []string{"-allow-any-root", "-root", "/proc/self", "exec", `{"command":"view","path":"/memories"}`}, func(string) string { return "" }, nil, &stdout, &stderr)
 	if strings.Contains(stderr.String(), "pseudo-filesystem") {
 		t.Errorf("-allow-any-root did not lift the check: %q", stderr.String())
+	}
+}
+
+// Started by a person in a terminal, the server says in one plain line what it waits for
+// and where to go instead; started by a client (a pipe), it says nothing of the kind.
+func TestTerminalStartSaysWhatItWaitsFor(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the terminal comes from util-linux's script, whose flags are Linux's")
+	}
+	script, err := exec.LookPath("script")
+	if err != nil {
+		missing(t, "script", "apt-get install bsdutils")
+	}
+	root := filepath.Join(t.TempDir(), "m")
+	cmd := exec.Command(script, "-qfec", binary+" -root "+root+" -log-level error", "/dev/null")
+	cmd.Env = testEnv(t)
+	cmd.Stdin = strings.NewReader("")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "waiting") {
+				line <- sc.Text()
+				return
+			}
+		}
+		close(line)
+	}()
+	select {
+	case l := <-line:
+		want := "memory-mcp is waiting for an MCP client on stdin (clients start it themselves: see the README); its memory is " + root + ". Try memory-mcp -help for the flags and commands, or memory-mcp ui to see the memory in a browser. Ctrl+C stops it."
+		if strings.TrimRight(l, "\r") != want {
+			t.Errorf("in a terminal:\n got %q\nwant %q", l, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("nothing said in a terminal")
+	}
+	// Through a pipe, as a client starts it: the protocol alone.
+	var stderr bytes.Buffer
+	pipe := exec.Command(binary, "-root", root, "-log-level", "error")
+	pipe.Env, pipe.Stdin, pipe.Stderr = testEnv(t), strings.NewReader(""), &stderr
+	pipe.Run()
+	if strings.Contains(stderr.String(), "waiting") {
+		t.Errorf("through a pipe: %q", stderr.String())
 	}
 }
