@@ -41,7 +41,7 @@ func (f *subFlags) flags(cmd string) *flag.FlagSet {
 		fs.IntVar(&f.n, "n", 0, "only the newest N versions")
 		fs.BoolVar(&f.json, "json", false, "one JSON object per line")
 	case "restore":
-		fs.StringVar(&f.at, "at", "", "restore as it was at this RFC 3339 time, rather than PATH@SEQ")
+		fs.StringVar(&f.at, "at", "", "restore as it was at this time, rather than PATH@SEQ: RFC 3339 (2026-11-22T09:00:00Z) or a duration ago (10m)")
 	case "export":
 		fs.BoolVar(&f.noHistory, "no-history", false, "leave the history out: only the files")
 	}
@@ -157,9 +157,9 @@ func historyCommand(ctx context.Context, c *config, h *handlers.Handlers, cmd st
 			what string
 		)
 		if c.sub.at != "" {
-			at, perr := time.Parse(time.RFC3339Nano, c.sub.at)
+			at, perr := parseWhen("restore: -at", c.sub.at)
 			if perr != nil {
-				return usageError{fmt.Sprintf("restore: -at %q is not an RFC 3339 time such as 2026-11-22T09:00:00Z", c.sub.at)}
+				return perr
 			}
 			p := vfs.Root
 			if len(args) == 1 {

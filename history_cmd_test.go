@@ -193,7 +193,8 @@ func TestHistoryCommandErrors(t *testing.T) {
 		{[]string{"show", "/memories/../x@1"}, 1, "not a valid memory path"},
 		{[]string{"diff"}, 2, "diff takes a path and at most two version numbers"},
 		{[]string{"diff", "/memories/a", "one"}, 2, `"one" is not a version number`},
-		{[]string{"restore", "-at", "yesterday"}, 2, "is not an RFC 3339 time"},
+		{[]string{"restore", "-at", "yesterday"}, 2, `restore: -at "yesterday": use an RFC 3339 time (2026-11-01T00:00:00Z) or a duration ago (24h)`},
+		{[]string{"log", "-sinse", "1h"}, 2, "flag provided but not defined: -sinse (did you mean -since?)"},
 		{[]string{"log", "-since", "soon"}, 2, "use an RFC 3339 time"},
 		{[]string{"log", "a", "b"}, 2, "log takes at most one path"},
 		{[]string{"-backend", "memory", "log"}, 2, "a memory store's history ends with its process"},
@@ -307,4 +308,52 @@ func TestImportHeldToLimitsAndSecretGuard(t *testing.T) {
 	}
 	mustCLI(t, "-root", root, "-max-store-bytes", "6000", "import", big)
 	mustCLI(t, "-root", filepath.Join(tmp, "other"), "-secrets", "off", "import", keys)
+}
+
+// restore -at takes a duration ago, as log -since does.
+func TestRestoreAtADurationAgo(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "m")
+	runExec(t, root, map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "x"})
+	out := mustCLI(t, "-root", root, "restore", "-at", "10m")
+	if !strings.HasPrefix(out, "Restored /memories as it was at ") || !strings.Contains(out, "deleted /memories/a.md") {
+		t.Errorf("restore -at 10m: %q", out)
+	}
+}
+
+// Every subcommand has its own help: its usage, what it does, its flags and the global
+// flags it takes, and no others; help works as a command too.
+func TestSubcommandHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		want, nope []string
+	}{
+		{[]string{"log", "-help"}, []string{"Usage: memory-mcp [flags] log [-since T]", "-since string", "-root string"}, []string{"-transport", "-max-inflight"}},
+		{[]string{"help", "log"}, []string{"Usage: memory-mcp [flags] log [-since T]"}, nil},
+		{[]string{"exec", "-help"}, []string{"Usage: memory-mcp [flags] exec JSON|-", "-max-file-bytes int", "-secrets string"}, []string{"-transport", "-since"}},
+		{[]string{"ui", "-h"}, []string{"Usage: memory-mcp [flags] ui\n", "-root string"}, []string{"-transport", "-addr"}},
+		{[]string{"token", "-help"}, []string{"Usage: memory-mcp [flags] token [NAME]"}, []string{"token:", "-root"}},
+		{[]string{"restore", "-help"}, []string{"-at string", "a duration ago (10m)"}, []string{"-since"}},
+		{[]string{"help"}, []string{"Usage:\n  memory-mcp [flags]", "-transport string"}, nil},
+	} {
+		code, out, errOut := cli(t, tc.args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: no %q in\n%s", tc.args, w, out)
+			}
+		}
+		for _, n := range tc.nope {
+			if strings.Contains(out, n) {
+				t.Errorf("%v: %q in\n%s", tc.args, n, out)
+			}
+		}
+	}
+	if code, _, errOut := cli(t, "help", "nope"); code != 2 || !strings.Contains(errOut, `no help on "nope": the commands are diff, exec, export`) {
+		t.Errorf("help nope: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := cli(t, "-roo", "x"); code != 2 || !strings.Contains(errOut, "-roo (did you mean -root?)") {
+		t.Errorf("-roo: exit %d, %q", code, errOut)
+	}
 }

@@ -155,8 +155,21 @@ func parseArgs(args []string, getenv func(string) string) (*config, []string, er
 		return nil, nil, err
 	}
 	rest, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, nil, helpRequest{}
+	}
 	if err != nil {
 		return nil, nil, err
+	}
+	switch {
+	case len(rest) > 0 && rest[0] == "help":
+		topic := ""
+		if len(rest) > 1 {
+			topic = rest[1]
+		}
+		return nil, nil, helpRequest{topic}
+	case len(rest) > 0 && (rest[0] == "token" || rest[0] == "migrate") && wantsHelp(rest[1:]):
+		return nil, nil, helpRequest{rest[0]}
 	}
 	// Flags may also follow the subcommand: memory-mcp exec -root DIR '{...}'; the history
 	// subcommands have flags of their own.
@@ -167,6 +180,9 @@ func parseArgs(args []string, getenv func(string) string) (*config, []string, er
 			fs.VisitAll(func(f *flag.Flag) { sub.Var(f.Value, f.Name, f.Usage) })
 		}
 		more, err := parseFlags(sub, rest[1:])
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, helpRequest{rest[0]}
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -218,7 +234,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
-		return nil, usageError{err.Error()}
+		return nil, usageError{suggest(err, fs).Error()}
 	}
 	return fs.Args(), nil
 }
@@ -383,9 +399,12 @@ func loopbackHost(host string) bool {
 // run is the whole program, testable: it returns the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, rest, err := parseArgs(args, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		printUsage(stdout)
-		return 0
+	var help helpRequest
+	if errors.As(err, &help) {
+		err = printHelp(stdout, help.topic)
+		if err == nil {
+			return 0
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "memory-mcp: %v (see memory-mcp -help)\n", err)
@@ -871,6 +890,7 @@ Usage:
                                    put PATH (a file or directory) back as it was; undo with restore too
   memory-mcp [flags] redact PATH@SEQ
                                    purge that version's content from the history
+  memory-mcp help [COMMAND]        this help, or a command's own (also: memory-mcp COMMAND -help)
 
 Flags (each also settable as MEMORY_MCP_<FLAG>, e.g. MEMORY_MCP_MAX_VIEW_CHARS):
 `)
