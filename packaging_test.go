@@ -175,3 +175,28 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return data
 }
+
+// Every go install the packaging scripts and the README tell a person to run installs one
+// module's package: go install refuses several modules at versions in one command.
+func TestInstallHintsWork(t *testing.T) {
+	files := []string{"README.md", "packaging/image/build.sh", "packaging/mcpb/build.sh", "packaging/registry/fill.sh", ".ci/run"}
+	hint := regexp.MustCompile(`go install ((?:[\w./-]+@[\w.+-]+\s*)+)`)
+	seen := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A hint in a shell comment may run over several lines: read them as one.
+		text := regexp.MustCompile(`\n[ \t]*#[ \t]*`).ReplaceAllString(string(data), " ")
+		for _, m := range hint.FindAllStringSubmatch(text, -1) {
+			seen++
+			if n := len(strings.Fields(m[1])); n != 1 {
+				t.Errorf("%s: %q installs %d modules at once, which go install refuses", f, strings.TrimSpace(m[0]), n)
+			}
+		}
+	}
+	if seen < 3 {
+		t.Errorf("found %d go install hints; the test reads the wrong files", seen)
+	}
+}

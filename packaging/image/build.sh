@@ -10,9 +10,10 @@
 # platforms in PLATFORMS (default both; a tarball holds one, so set PLATFORMS=linux/amd64 for
 # it), is written to TARBALL; add --push=true to push it to KO_DOCKER_REPO (default
 # ghcr.io/memory-mcp/memory-mcp).
-# Needs ko and crane (go install github.com/google/ko@v0.18.0
-# github.com/google/go-containerregistry/cmd/crane@v0.20.6). CRANE_FLAGS (--insecure for a
-# local registry) go to crane; KO_FLAGS to ko.
+# Needs ko and crane:
+#   go install github.com/google/ko@v0.18.0
+#   go install github.com/google/go-containerregistry/cmd/crane@v0.20.6
+# CRANE_FLAGS (--insecure for a local registry) go to crane; KO_FLAGS to ko.
 set -euo pipefail
 version=${1:?usage: build.sh VERSION BASE TARBALL}
 base=${2:?usage: build.sh VERSION BASE TARBALL}
