@@ -35,7 +35,7 @@ var subcommands = map[string]subcommand{
 	"export": {"export [-no-history] [FILE]", "Writes the store (its files and, unless -no-history, its history) as a tar stream to FILE, or stdout.", storeFlags},
 	"import": {"import [FILE]", "Reads a stream that export wrote (from FILE, or stdin) into an empty store of any backend: all of it or nothing, held to the limits and the secret guard.",
 		append(slices.Clone(storeFlags), "max-file-bytes", "max-store-bytes", "secrets")},
-	"log": {"log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]", "Prints the history of changes, newest first, of the memory or of PATH (a file, followed back through renames, or a directory).", storeFlags},
+	"log":  {"log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]", "Prints the history of changes, newest first, of the memory or of PATH (a file, followed back through renames, or a directory).", storeFlags},
 	"show": {"show PATH@SEQ", "Prints the content PATH had after version SEQ (see log for the numbers).", storeFlags},
 	"diff": {"diff PATH [SEQ [SEQ]]", "Prints a unified diff of PATH's last change, of the change version SEQ made to it, or between two versions.", storeFlags},
 	"restore": {"restore PATH@SEQ | restore -at TIME [PATH]", "Puts PATH (a file or a directory; with -at and no PATH, the whole memory) back as it was after version SEQ or at TIME. The restore is a new version: undo it with restore too.",
