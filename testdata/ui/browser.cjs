@@ -176,6 +176,8 @@ async function local() {
   await confirm(page);
   await until("the file gone from disk", () => !fs.existsSync(disk("/memories/projects/alpha.md")));
   await until("the file gone from the tree", async () => (await page.locator('#tree li[data-path="/memories/projects/alpha.md"]').count()) === 0);
+  await (await treeItem(page, "/memories/projects")).click();
+  await until("the directory's facts", async () => /^1 entry · /.test(await page.locator("#main .facts").first().innerText()));
 
   step("search across files");
   await page.keyboard.press("/");
