@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "memory-mcp")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	if b := os.Getenv("MEMORY_MCP_BENCH_BINARY"); b != "" {
+		binary = b // another build, for a benchmark's before and after: go test -run '^$' -bench …
+	} else if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
 	}
