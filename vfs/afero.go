@@ -109,15 +109,11 @@ func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
 // rather than each by flushing its own files.
 func (s *AferoStorage) walOn() bool { return s.history != nil && s.history.wal != nil }
 
-// writeFile writes data to name atomically: flushed unless the write-ahead log records
-// the change, and then written in place where that is atomic too (see inplace.go; old is
-// the content the file held, when known).
-func (s *AferoStorage) writeFile(name string, data []byte, noReplace bool, old []byte, oldKnown bool) error {
+// writeFile writes data to name atomically, by a rename over it (docs/behaviour.md §6):
+// flushed unless the write-ahead log records the change.
+func (s *AferoStorage) writeFile(name string, data []byte, noReplace bool) error {
 	if s.walOn() {
-		if noReplace {
-			return s.history.wal.fs.WriteFileUnsynced(name, data, true)
-		}
-		return s.history.wal.fs.WriteFileInPlace(name, data, old, oldKnown)
+		return s.history.wal.fs.WriteFileUnsynced(name, data, noReplace)
 	}
 	return s.fs.WriteFileAtomic(name, data, noReplace)
 }
@@ -550,15 +546,6 @@ func (tx *aferoTx) List(ctx context.Context, p Path) ([]Entry, error) {
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
 func (tx *aferoTx) WriteFile(ctx context.Context, p Path, data []byte) error {
-	return tx.writeFile(ctx, p, nil, false, data)
-}
-
-// WriteFileOver is WriteFile for a file known to hold old (see overWriter).
-func (tx *aferoTx) WriteFileOver(ctx context.Context, p Path, old, data []byte) error {
-	return tx.writeFile(ctx, p, old, true, data)
-}
-
-func (tx *aferoTx) writeFile(ctx context.Context, p Path, old []byte, oldKnown bool, data []byte) error {
 	if err := tx.jail(p, true); err != nil {
 		return err
 	}
@@ -577,7 +564,7 @@ func (tx *aferoTx) writeFile(ctx context.Context, p Path, old []byte, oldKnown b
 			was = fi.Size()
 		}
 	}
-	if err := tx.s.writeFile(p.Name(), data, false, old, oldKnown); err != nil {
+	if err := tx.s.writeFile(p.Name(), data, false); err != nil {
 		return err
 	}
 	tx.s.addUsage(int64(len(data)) - was)
@@ -608,7 +595,7 @@ func (tx *aferoTx) CreateFile(ctx context.Context, p Path, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.s.writeFile(p.Name(), data, true, nil, false); err != nil {
+	if err := tx.s.writeFile(p.Name(), data, true); err != nil {
 		undo()
 		return err
 	}

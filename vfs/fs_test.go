@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -277,5 +279,82 @@ func TestViewsRunInParallel(t *testing.T) {
 	// After both, a change still gets the exclusive lock.
 	if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a"), nil) }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every change of a file's content is atomic for every reader, whoever it is (docs/
+// behaviour.md §6): the new content is a complete file renamed over the old one, never
+// written over it. A reader that had the file open keeps reading the old content whole; a
+// second name of the file, and the target of a link, keep the old content.
+func TestChangesReplaceTheFile(t *testing.T) {
+	for _, flushEach := range []bool{false, true} {
+		for _, c := range []struct {
+			name, before, after, other string // other: "", "hard" or "symbolic" (f.md → t.md)
+			read                       bool   // the change reads the file first
+		}{
+			{"same length", "alpha\n", "ALPHA\n", "", false},
+			{"longer, read first", "alpha\n", "alpha\nbeta\n", "", true},
+			{"shorter", "alpha\nbeta\n", "alpha\n", "", true},
+			{"large", strings.Repeat("0123456789abcdef", 1000), strings.Repeat("0123456789abcdeF", 1000), "", true},
+			{"a second name", "alpha\n", "ALPHA\n", "hard", true},
+			{"a symbolic link", "alpha\n", "ALPHA\n", "symbolic", false},
+		} {
+			t.Run(fmt.Sprintf("%s/flush-each-change=%v", c.name, flushEach), func(t *testing.T) {
+				dir := t.TempDir()
+				f, other := filepath.Join(dir, "f.md"), filepath.Join(dir, "t.md")
+				switch c.other {
+				case "":
+					os.WriteFile(f, []byte(c.before), 0o600)
+				case "hard":
+					os.WriteFile(f, []byte(c.before), 0o600)
+					os.Link(f, other)
+				case "symbolic":
+					os.WriteFile(other, []byte(c.before), 0o600)
+					os.Symlink("t.md", f)
+				}
+				var opts []Option
+				if flushEach {
+					opts = append(opts, FlushEachChange())
+				}
+				s, err := OpenOSStore(dir, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				reader, err := os.Open(f) // another program, reading as the change is made
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer reader.Close()
+				before, _ := os.Lstat(f)
+				p := MustResolve("/memories/f.md")
+				err = s.Update(context.Background(), func(tx *Tx) error {
+					if c.read {
+						if _, err := tx.ReadFile(p); err != nil {
+							return err
+						}
+					}
+					return tx.WriteFile(p, []byte(c.after))
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				after, _ := os.Lstat(f)
+				if os.SameFile(before, after) || !after.Mode().IsRegular() {
+					t.Errorf("f.md was written over, not replaced by a new file")
+				}
+				if b, _ := io.ReadAll(reader); string(b) != c.before {
+					t.Errorf("a reader that had the file open read %d bytes, not the old content", len(b))
+				}
+				if b, _ := os.ReadFile(f); string(b) != c.after {
+					t.Errorf("f.md holds %q, not what was written", b)
+				}
+				if c.other != "" {
+					if b, _ := os.ReadFile(other); string(b) != c.before {
+						t.Errorf("t.md changed through f.md")
+					}
+				}
+			})
+		}
 	}
 }

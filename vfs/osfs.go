@@ -501,57 +501,6 @@ func (f *OSFs) writeFile(name string, data []byte, noReplace, sync bool) error {
 	return writeFile(f, name, data, noReplace, sync)
 }
 
-// overwriter is a file that WriteFileInPlace may write over (an fdFile, Linux).
-type overwriter interface {
-	overwritable(n, size int64) bool
-}
-
-// WriteFileInPlace replaces the content of the existing file name with data, as
-// WriteFileUnsynced does, but writes over the file when that is as atomic as a rename (see
-// inplace.go): a regular file with no other name, that data does not make shorter, where
-// what changes fits in one page. With oldKnown, old is what the file holds (its size is
-// checked), and only the bytes that differ are written; without, all of data is, at most a
-// page.
-func (f *OSFs) WriteFileInPlace(name string, data, old []byte, oldKnown bool) error {
-	tried, err := f.writeOver(name, data, old, oldKnown)
-	if !tried {
-		return f.WriteFileUnsynced(name, data, false)
-	}
-	if err != nil && f.WriteFileUnsynced(name, data, false) == nil {
-		// Cut short (by an I/O error: the allocation made first rules out running out of
-		// space), then written whole the other way.
-		return nil
-	}
-	return err
-}
-
-// writeOver is WriteFileInPlace's write over the file; tried is false where that does not
-// apply (the rename is then the way).
-func (f *OSFs) writeOver(name string, data, old []byte, oldKnown bool) (tried bool, err error) {
-	off, end, size := 0, len(data), int64(-1)
-	ok := len(data) <= pageSize
-	if oldKnown {
-		off, end, ok = inPlaceRange(old, data)
-		size = int64(len(old))
-	}
-	if !ok {
-		return false, nil
-	}
-	w, err := f.OpenFile(name, os.O_WRONLY, 0)
-	if err != nil {
-		return false, nil
-	}
-	if o, ok := w.(overwriter); !ok || !o.overwritable(int64(len(data)), size) {
-		w.Close()
-		return false, nil
-	}
-	_, err = w.WriteAt(data[off:end], int64(off))
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	return true, err
-}
-
 // BootID names this boot of the machine ("" where unknown, which keeps the write-ahead
 // log off).
 func (f *OSFs) BootID() string {

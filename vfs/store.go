@@ -356,13 +356,7 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 			return err
 		}
 	}
-	var opErr error
-	if w, ok := tx.t.(overWriter); ok && tx.readPath == p.clean {
-		opErr = w.WriteFileOver(tx.ctx, p, tx.readData, data) // only what changed (inplace.go)
-	} else {
-		opErr = tx.t.WriteFile(tx.ctx, p, data)
-	}
-	if err := tx.settle(opErr); err != nil {
+	if err := tx.settle(tx.t.WriteFile(tx.ctx, p, data)); err != nil {
 		return err
 	}
 	tx.readPath, tx.readData = "", nil

@@ -84,9 +84,6 @@ type durableFS interface {
 	SyncAll() error
 	// WriteFileUnsynced is WriteFileAtomic without its flushes.
 	WriteFileUnsynced(name string, data []byte, noReplace bool) error
-	// WriteFileInPlace is WriteFileUnsynced for an existing file, written over where that
-	// is as atomic (see inplace.go); old is what the file holds, if oldKnown.
-	WriteFileInPlace(name string, data, old []byte, oldKnown bool) error
 }
 
 // writebackStarter is a file that can start writing a range of its data to the disk without
@@ -813,10 +810,8 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	// So is a file whose content the disk did not keep: the files are written without
 	// flushes, and a crash before the checkpoint can leave a name whose data never reached
 	// the disk: empty with delayed allocation, zeros on some filesystems. (An absent file is
-	// not taken for one: a change that was never acknowledged may have removed it.) So is a
-	// file that shows a mix of the states, which a write in place that the crash cut short
-	// leaves (torn, inplace.go). A file that shows anything else was edited by hand since
-	// and is left alone.
+	// not taken for one: a change that was never acknowledged may have removed it.) A file
+	// that shows anything else was edited by hand since and is left alone.
 	paths := map[string][]recoveryState{}
 	var order []string
 	step := func(p string, before, after recoveryState) {
@@ -852,16 +847,15 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		states := paths[p]
 		name := Path{clean: p}.Name()
 		var now recoveryState
-		var data []byte
 		lost := false // empty or zeros
 		if d, err := readAll(fsys, name); err == nil {
-			data, now = d, recoveryState{true, DigestOf(d)}
+			now = recoveryState{true, DigestOf(d)}
 			lost = allZero(d)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			continue // not a file (a directory made since, say): left alone
 		}
 		last := states[len(states)-1]
-		if now == last || !slices.Contains(states, now) && !lost && !tornAmong(data, now, states, contentOf) {
+		if now == last || !slices.Contains(states, now) && !lost {
 			continue
 		}
 		if !last.exists {
@@ -894,29 +888,14 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	return ht.checkpointLog(h, true)
 }
 
+// allZero reports whether b holds nothing but zeros: what a file written but not flushed
+// may hold after a crash of the machine.
+func allZero(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) }
+
 // recoveryState is a file's state in recovery: absent, or a content.
 type recoveryState struct {
 	exists bool
 	sum    Digest
-}
-
-// tornAmong reports whether data, a file's content now (digest now), is what a write in
-// place cut short leaves of a file that passed through states (see torn); content gives
-// the contents they name.
-func tornAmong(data []byte, now recoveryState, states []recoveryState, content func(Digest) ([]byte, bool)) bool {
-	if !now.exists {
-		return false
-	}
-	var cs [][]byte
-	for _, s := range states {
-		if !s.exists {
-			continue
-		}
-		if c, ok := content(s.sum); ok {
-			cs = append(cs, c)
-		}
-	}
-	return torn(data, cs)
 }
 
 // reconcile compares every file with the state the versions vs leave it in and returns,

@@ -96,9 +96,8 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 	needWAL(t)
 	// "data-lost": the names reached the disk but not all of the data: the files written
 	// since the checkpoint show empty or zeros, as a filesystem that allocates late or orders
-	// nothing leaves them. "torn-*": a.md, written in place, was written back half: the new
-	// data with the old length, or the old data with the new length.
-	for _, keep := range []string{"none", "some", "all", "files-not-history", "data-lost", "torn-new", "torn-old"} {
+	// nothing leaves them.
+	for _, keep := range []string{"none", "some", "all", "files-not-history", "data-lost"} {
 		t.Run(keep, func(t *testing.T) {
 			live := t.TempDir()
 			s, err := OpenOSStore(live)
@@ -158,11 +157,11 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(1, uint64(len(keep))))
 			for _, rel := range []string{"a.md", "dir/b.md", "moved/b.md", "c.md", "new/d.md"} {
-				if keep == "all" || keep == "files-not-history" || keep == "data-lost" || strings.HasPrefix(keep, "torn") || keep == "some" && rng.IntN(2) == 0 {
+				if keep == "all" || keep == "files-not-history" || keep == "data-lost" || keep == "some" && rng.IntN(2) == 0 {
 					persist(rel)
 				}
 			}
-			if keep == "all" || keep == "some" || keep == "data-lost" || strings.HasPrefix(keep, "torn") {
+			if keep == "all" || keep == "some" || keep == "data-lost" {
 				persist(historyLogName)
 			}
 			if keep == "data-lost" {
@@ -170,12 +169,6 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 				os.WriteFile(filepath.Join(disk, "moved/b.md"), make([]byte, len("beta\n")), 0o600)
 				os.WriteFile(filepath.Join(disk, "c.md"), nil, 0o600)
 				os.WriteFile(filepath.Join(disk, "new/d.md"), nil, 0o600)
-			}
-			switch keep { // a.md went "alpha\n" → "alpha 2\n" → "alpha 3\n"
-			case "torn-new":
-				os.WriteFile(filepath.Join(disk, "a.md"), []byte("alpha 3\n"[:len("alpha\n")]), 0o600)
-			case "torn-old":
-				os.WriteFile(filepath.Join(disk, "a.md"), []byte("alpha\n\x00\x00"), 0o600)
 			}
 			s.Close() // (its checkpoint is of the live directory, not of the disk)
 
@@ -941,66 +934,5 @@ func TestWALReadsWaitForTheFlush(t *testing.T) {
 	}
 	if n := g2.syncs.Load(); n != 1 {
 		t.Errorf("a read with nothing new flushed the log (%d flushes in all)", n)
-	}
-}
-
-// torn tells what a crash can leave of a file written in place (a mix of its states, block
-// by block, at one of their lengths) from an edit by hand and from the states themselves.
-func TestTorn(t *testing.T) {
-	old, cur := strings.Repeat("o", 5000), strings.Repeat("n", 6000)
-	zeros := func(n int) string { return strings.Repeat("\x00", n) }
-	for _, c := range []struct {
-		name, data string
-		want       bool
-	}{
-		{"the old content", old, false},
-		{"the new content", cur, false},
-		{"new data, old length", cur[:len(old)], true},
-		{"old data, new length", old + zeros(len(cur)-len(old)), true},
-		{"new first block, old second", cur[:pageSize] + old[pageSize:], true},
-		{"old first block, new second", old[:pageSize] + cur[pageSize:], true},
-		{"zeros, new length", zeros(len(cur)), true},
-		{"an edit by hand, old length", "edited" + old[6:], false},
-		{"a mix at another length", cur[:len(old)+1], false},
-		{"a mix within a block", cur[:100] + old[100:], false},
-		{"longer than both", cur + "n", false},
-	} {
-		if got := torn([]byte(c.data), [][]byte{[]byte(old), []byte(cur)}); got != c.want {
-			t.Errorf("%s: torn = %v, want %v", c.name, got, c.want)
-		}
-	}
-	if torn([]byte("a"), nil) {
-		t.Error("torn with no states")
-	}
-}
-
-// inPlaceRange writes only the bytes that differ, and only where they fall in one page of a
-// content that is not shorter.
-func TestInPlaceRange(t *testing.T) {
-	page := pageSize
-	big := strings.Repeat("z", 3*page)
-	for _, c := range []struct {
-		name, old, data string
-		off, end        int
-		ok              bool
-	}{
-		{"from nothing", "", "abc", 0, 3, true},
-		{"nothing differs", "abc", "abc", 3, 3, true},
-		{"one byte", "abc", "aXc", 1, 2, true},
-		{"appended", "abc", "abcdef", 3, 6, true},
-		{"changed and appended", "abc", "aXcdef", 1, 6, true},
-		{"shorter", "abcdef", "abc", 0, 0, false},
-		{"a page from nothing", "", big[:page], 0, page, true},
-		{"past a page from nothing", "", big[:page+1], 0, 0, false},
-		{"within the second page", big, big[:page+5] + "XY" + big[page+7:], page + 5, page + 7, true},
-		{"across two pages", big, big[:page-1] + "XY" + big[page+1:], 0, 0, false},
-		{"the first and last byte of a page", big, big[:page] + "X" + big[page+1:2*page-1] + "Y" + big[2*page:], page, 2 * page, true},
-		{"appended up to a page's end", big[:page+10], big[:2*page], page + 10, 2 * page, true},
-		{"appended past a page's end", big[:page+10], big[:2*page+1], 0, 0, false},
-	} {
-		off, end, ok := inPlaceRange([]byte(c.old), []byte(c.data))
-		if ok != c.ok || ok && (off != c.off || end != c.end) {
-			t.Errorf("%s: inPlaceRange = %d, %d, %v; want %d, %d, %v", c.name, off, end, ok, c.off, c.end, c.ok)
-		}
 	}
 }
