@@ -231,7 +231,7 @@ func (s *AferoStorage) Close() error {
 
 // prepare makes the write-ahead log ready for the first change (see Store.Prepare): in a
 // write transaction, the history's directories and the log written in advance; after it,
-// the log's first flush, which sets up the quiet file.
+// the log's first flush, which opens the descriptor flushes keep.
 func (s *AferoStorage) prepare(ctx context.Context) error {
 	if s.history == nil || s.readOnly {
 		return nil

@@ -101,36 +101,10 @@ func (d namedDir) Child(name string) (DirHandle, error) {
 
 func (d namedDir) Close() {}
 
-// statFunc describes the entry name of a directory: ok is false when it is gone, cacheable
-// when a statCache may remember it (see statCache).
-type statFunc func(name string) (e Entry, ok, cacheable bool)
-
-// statNames is a listing without a cache: the names readNames gives, each described
-// through stat, in order, leaving out the ones gone.
-func statNames(readNames func() ([]string, error), stat statFunc) ([]Entry, error) {
-	names, err := readNames()
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]Entry, 0, len(names))
-	for _, n := range names {
-		if e, ok, _ := stat(n); ok {
-			entries = append(entries, e)
-		}
-	}
-	return entries, nil
-}
-
-// sorted drops the bookkeeping files and sorts by name in byte order. Entries that come
-// in that order already (from the directory cache, or a store that keeps its names
-// sorted) are only checked: sorting them was about a sixth of a listing's CPU in the
-// side-by-side mix.
+// sorted drops the bookkeeping files and sorts by name in byte order.
 func sorted(entries []Entry) []Entry {
 	entries = slices.DeleteFunc(entries, func(e Entry) bool { return IsBookkeeping(e.Name) })
-	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
-	if !slices.IsSortedFunc(entries, byName) {
-		slices.SortFunc(entries, byName)
-	}
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return entries
 }
 

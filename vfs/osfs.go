@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/afero"
@@ -38,15 +39,6 @@ type OSFs struct {
 	root     *os.Root
 	rootInfo os.FileInfo   // the directory root opened, to tell whether f.dir is still it
 	reopened atomic.Uint64 // times checkRoot opened a directory put in f.dir's place
-
-	dirs dirCache // directories kept open while the storage lock is held
-
-	spare spareFile // Linux: an unnamed file made in advance for the next creation
-
-	// Linux: the listings' status cache (see statCache), decided at the first listing.
-	statsOnce sync.Once
-	stats     *statCache // nil: none
-	statsDev  uint64     // the root's device, for stats
 
 	lockMu  sync.Mutex
 	lock    *os.File // the data lock; nil when it cannot be had (read-only storage without one)
@@ -126,8 +118,6 @@ func closeAll(a *os.File, aerr error, b *os.File, berr error) {
 
 // Close releases the directory and the lock files.
 func (f *OSFs) Close() error {
-	f.closeSpare()
-	f.dirs.reset()
 	if f.lock != nil {
 		f.lock.Close()
 		f.gate.Close()
@@ -139,20 +129,19 @@ func (f *OSFs) Close() error {
 // ErrStorageGone while nothing is at the host path, and reopens the directory once one is
 // there again. It runs when no transaction of this process is using the root.
 func (f *OSFs) checkRoot() error {
-	fi, err := statPath(f.dir)
+	fi, err := os.Stat(f.dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return ErrStorageGone
 		}
 		return err
 	}
-	if sameFile(fi, f.rootInfo) {
+	if os.SameFile(fi, f.rootInfo) {
 		return nil
 	}
 	if !fi.IsDir() {
 		return ErrStorageGone
 	}
-	f.dirs.reset()
 	old := []io.Closer{f.root}
 	if f.lock != nil {
 		old = append(old, f.lock, f.gate)
@@ -163,7 +152,6 @@ func (f *OSFs) checkRoot() error {
 	for _, c := range old {
 		c.Close()
 	}
-	f.rootReopened()
 	f.reopened.Add(1)
 	return nil
 }
@@ -214,16 +202,13 @@ type osFile struct {
 
 func (f osFile) Name() string { return f.name }
 
-// Stat leaves the times out where the system lets it (see statMask).
-func (f osFile) Stat() (os.FileInfo, error) { return fileStat(f.File) }
-
 // file wraps an opened file, after checking that it is a regular file or a directory:
 // anything else (a fifo, socket or device) is closed again and refused with ErrNotRegular.
 func (f *OSFs) file(name string, file *os.File, err error) (afero.File, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	fi, err := fileStat(file)
+	fi, err := file.Stat()
 	if err != nil {
 		file.Close()
 		return nil, err
@@ -367,59 +352,33 @@ func (f *OSFs) Open(name string) (afero.File, error) { return f.OpenFile(name, o
 // OpenFile opens a file with the given flags, never blocking (see OSFs).
 func (f *OSFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
 	var file *os.File
-	var reg afero.File
 	err := f.follow(name, true, func(n string) (err error) {
-		if r, fl, err, ok := f.openAt(n, shownName(name), flag, perm); ok {
-			reg, file = r, fl
-			return err
-		}
 		file, err = f.root.OpenFile(n, flag|openNonblock, perm)
 		return err
 	})
-	if err == nil && reg != nil {
-		return reg, nil
-	}
 	return f.file(name, file, err)
 }
 
 // Remove removes a file or an empty directory.
 func (f *OSFs) Remove(name string) error {
-	return f.follow(name, false, func(n string) error {
-		defer f.dirs.forget(n)
-		if err, ok := f.removeAt(n); ok {
-			return err
-		}
-		return f.root.Remove(n)
-	})
+	return f.follow(name, false, func(n string) error { return f.root.Remove(n) })
 }
 
 // RemoveAll removes a path and everything below it.
 func (f *OSFs) RemoveAll(name string) error {
-	return f.follow(name, false, func(n string) error {
-		defer f.dirs.forget(n)
-		return f.root.RemoveAll(n)
-	})
+	return f.follow(name, false, func(n string) error { return f.root.RemoveAll(n) })
 }
 
 // Rename renames a file or directory, replacing an existing file at newname.
 func (f *OSFs) Rename(oldname, newname string) error {
-	return f.rename2(oldname, newname, func(o, n string) error {
-		if err, ok := f.renameAt(o, n, 0); ok {
-			return err
-		}
-		return f.root.Rename(o, n)
-	})
+	return f.rename2(oldname, newname, f.root.Rename)
 }
 
 // rename2 runs a two-name operation, following absolute links into the storage in the
-// parents of either name. The directory cache forgets both names (and what is below).
+// parents of either name.
 func (f *OSFs) rename2(oldname, newname string, op func(o, n string) error) error {
 	return f.follow(oldname, false, func(o string) error {
-		return f.follow(newname, false, func(n string) error {
-			defer f.dirs.forget(o)
-			defer f.dirs.forget(n)
-			return op(o, n)
-		})
+		return f.follow(newname, false, func(n string) error { return op(o, n) })
 	})
 }
 
@@ -427,10 +386,6 @@ func (f *OSFs) rename2(oldname, newname string, op func(o, n string) error) erro
 func (f *OSFs) Stat(name string) (os.FileInfo, error) {
 	var fi os.FileInfo
 	err := f.follow(name, true, func(n string) (err error) {
-		if info, err, ok := f.statAt(n, true); ok {
-			fi = info
-			return err
-		}
 		fi, err = f.root.Stat(n)
 		return err
 	})
@@ -441,10 +396,6 @@ func (f *OSFs) Stat(name string) (os.FileInfo, error) {
 func (f *OSFs) LstatIfPossible(name string) (os.FileInfo, bool, error) {
 	var fi os.FileInfo
 	err := f.follow(name, false, func(n string) (err error) {
-		if info, err, ok := f.statAt(n, false); ok {
-			fi = info
-			return err
-		}
 		fi, err = f.root.Lstat(n)
 		return err
 	})
@@ -477,28 +428,16 @@ func (f *OSFs) SyncDir(name string) error {
 }
 
 // WriteFileAtomic writes a temporary file beside name, flushes it, renames it to name and
-// flushes the directory (docs/behaviour.md §6); a new file (noReplace) is written into a
-// file made in advance instead, where there is one (see spareFile).
+// flushes the directory (docs/behaviour.md §6).
 func (f *OSFs) WriteFileAtomic(name string, data []byte, noReplace bool) error {
-	return f.writeFile(name, data, noReplace, true)
+	return writeFile(f, name, data, noReplace, true)
 }
 
 // WriteFileUnsynced is WriteFileAtomic without the flushes: a crash of the process leaves
 // the old content or the new, but a crash of the machine may lose the change, so it is for
 // changes that a flushed write-ahead log records first (see durableFS).
 func (f *OSFs) WriteFileUnsynced(name string, data []byte, noReplace bool) error {
-	return f.writeFile(name, data, noReplace, false)
-}
-
-// writeFile is the package's writeFile, with a new file (noReplace) written into the
-// spare where that applies (createNew).
-func (f *OSFs) writeFile(name string, data []byte, noReplace, sync bool) error {
-	if noReplace {
-		if err, ok := f.createNew(name, data, sync); ok {
-			return err
-		}
-	}
-	return writeFile(f, name, data, noReplace, sync)
+	return writeFile(f, name, data, noReplace, false)
 }
 
 // BootID names this boot of the machine ("" where unknown, which keeps the write-ahead
@@ -563,9 +502,6 @@ func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (c Counters, err
 		}
 	}
 	if f.lock == nil {
-		if f.holders == 0 {
-			f.dirs.start()
-		}
 		f.holders++
 		f.lockMu.Unlock()
 		return c, nil
@@ -581,7 +517,6 @@ func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (c Counters, err
 		if err := flockWait(ctx, f.lock, exclusive); err != nil {
 			return c, err
 		}
-		f.dirs.start()
 	}
 	f.holders++
 	var buf [24]byte
@@ -627,13 +562,11 @@ func (f *OSFs) UnlockStorage() error {
 		f.lockMu.Unlock()
 		return nil
 	}
-	f.dirs.stop()
 	var err error
 	if f.lock != nil {
 		err = funlock(f.lock)
 	}
 	f.lockMu.Unlock()
-	f.startSpare() // after the change that took the last one, once the lock is free, before its flush
 	return err
 }
 
@@ -658,4 +591,77 @@ func flockWait(ctx context.Context, file *os.File, exclusive bool) error {
 		}
 		pause = min(2*pause, 5*time.Millisecond)
 	}
+}
+
+// OpenDir opens the directory name for a walk. Each directory of the walk is an os.Root
+// of its own, opened from its parent's, so a walk costs one open per directory however
+// deep it goes (a chain of 2,000 directories opened from the top each time would cost
+// millions of steps), and never leaves the storage.
+func (f *OSFs) OpenDir(name string) (DirHandle, error) {
+	var r *os.Root
+	err := f.follow(name, true, func(n string) (err error) {
+		r, err = f.root.OpenRoot(n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rootDir{r}, nil
+}
+
+// rootDir is a directory of an OSFs opened for a walk.
+type rootDir struct{ r *os.Root }
+
+func (d rootDir) Close() { d.r.Close() }
+
+// Entries reads the names, then describes each without following links. Bookkeeping
+// entries are reported by name only: every caller leaves them out or goes by their names.
+func (d rootDir) Entries() ([]Entry, error) {
+	dir, err := d.r.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	names, err := dir.Readdirnames(-1)
+	dir.Close()
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]Entry, 0, len(names))
+	for _, n := range names {
+		if IsBookkeeping(n) {
+			entries = append(entries, Entry{Name: n, Kind: KindOther})
+			continue
+		}
+		fi, err := d.r.Lstat(n)
+		if err != nil {
+			continue // gone since the names were read
+		}
+		e := Entry{Name: n, Kind: kindOf(fi.Mode())}
+		if e.Kind == KindFile {
+			e.Size = fi.Size()
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// Child opens the subdirectory name, never through a symbolic link: a link put in its
+// place meanwhile is refused.
+func (d rootDir) Child(name string) (DirHandle, error) {
+	before, err := d.r.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !before.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
+	}
+	c, err := d.r.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	if now, err := c.Stat("."); err != nil || !os.SameFile(before, now) {
+		c.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
+	}
+	return rootDir{c}, nil
 }

@@ -13,9 +13,6 @@ import (
 // back to check-then-rename, which the Store's lock still makes safe against other
 // memory-mcp processes.
 func (f *OSFs) renameNoReplace(oldname, newname string) error {
-	if err, ok := f.renameAt(oldname, newname, renameNoReplaceFlag); ok {
-		return err
-	}
 	oldDir, err := f.root.OpenFile(path.Dir(oldname), openDir, 0)
 	if err != nil {
 		return err

@@ -86,13 +86,6 @@ type durableFS interface {
 	WriteFileUnsynced(name string, data []byte, noReplace bool) error
 }
 
-// writebackStarter is a file that can start writing a range of its data to the disk without
-// waiting for it (an fdFile or osFile, Linux). That makes nothing durable; a flush does, and
-// finds less left to do.
-type writebackStarter interface {
-	StartWriteback(off, n int64) error
-}
-
 // walFS returns fsys as a durableFS when the write-ahead log can run on it.
 func walFS(fsys FS) (durableFS, bool) {
 	d, ok := fsys.(durableFS)
@@ -133,21 +126,14 @@ type walState struct {
 
 	// Group commit (see flushTo). Positions count the bytes this process ever appended to
 	// the log (checkpoints do not reset them).
-	mu       sync.Mutex
-	cond     sync.Cond
-	appended uint64     // up to where this process appended
-	durable  uint64     // up to where a flush (or checkpoint) covered
-	grown    bool       // the log's size or blocks changed since the last flush started
-	flushing bool       // a writer is flushing for the others
-	file     afero.File // the log, as the flushing writer keeps it open between flushes
-	fileRoot uint64     // fs.Reopened() when file was opened
-	// The quiet file that flushes stand-in for fdatasync of the log (nil: none), set up
-	// at the first flush; only the flushing writer touches them.
-	quiet      *quietFlush
-	quietTried bool
-	quietWhy   error // why there is no quiet file (tests show it)
-	// Flushes made through the quiet file and with fdatasync of the log (tests read them).
-	quietFlushes, logFlushes atomic.Int64
+	mu         sync.Mutex
+	cond       sync.Cond
+	appended   uint64       // up to where this process appended
+	durable    uint64       // up to where a flush (or checkpoint) covered
+	flushing   bool         // a writer is flushing for the others
+	file       afero.File   // the log, as the flushing writer keeps it open between flushes
+	fileRoot   uint64       // fs.Reopened() when file was opened
+	logFlushes atomic.Int64 // flushes of the log (tests read them)
 
 	// reopen tells the flushing writer to open the log by its name again before its next
 	// flush: a change opened it anew, so the descriptor kept may be of another file (one
@@ -188,7 +174,7 @@ type keptFile struct {
 func (k *keptFile) use(ht *historyTx, h *fileHistory, name string, flag int) (f afero.File, fi os.FileInfo, fresh bool, err error) {
 	root := h.wal.fs.Reopened() // read first: a replacement meanwhile opens the file again
 	if k.f != nil && k.root == root {
-		if dir, err := ht.dirStatus(); err == nil && sameFile(dir, k.dir) {
+		if dir, err := ht.dirStatus(); err == nil && os.SameFile(dir, k.dir) {
 			if fi, err = k.f.Stat(); err == nil && !unlinked(fi) {
 				return k.f, fi, false, nil
 			}
@@ -261,30 +247,27 @@ func (w *walState) flushTo(fsys FS, pos uint64) error {
 // on entry and on return (released during the flush), when no other writer flushes.
 func (w *walState) flushLocked(fsys FS) error {
 	w.flushing = true
-	target, grown := w.appended, w.grown
-	w.grown = false
+	target := w.appended
 	w.mu.Unlock()
-	err := w.flushLog(fsys, true, grown)
+	err := w.flushLog(fsys, true)
 	w.mu.Lock()
 	w.flushing = false
 	if err == nil {
 		w.durable = max(w.durable, target)
-	} else if grown {
-		w.grown = true
 	}
 	w.cond.Broadcast()
 	return err
 }
 
-// ready sets up what the first flush would (the log's descriptor, the quiet file and its
-// proof, see setupQuietFlush) by making that flush now, unless one was made already.
+// ready sets up what the first flush would (the log's descriptor) by making that flush
+// now, unless one was made already.
 func (w *walState) ready(fsys FS) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for w.flushing {
 		w.cond.Wait()
 	}
-	if w.quietTried && w.file != nil {
+	if w.file != nil {
 		return nil
 	}
 	return w.flushLocked(fsys)
@@ -318,9 +301,6 @@ func (ht *historyTx) prepareLog(h *fileHistory) error {
 		}
 		w.size = walChunk
 		if err := syncFile(f); err != nil { // the zeros and the log's new size
-			w.mu.Lock()
-			w.grown = true // the next flush makes them durable
-			w.mu.Unlock()
 			return err
 		}
 		if newFile {
@@ -339,10 +319,7 @@ func (ht *historyTx) prepareLog(h *fileHistory) error {
 // kernel flushes whatever any descriptor wrote); only the flushing writer calls it. A
 // descriptor of a log removed since (with the history's directory, made again by the
 // next change) is dropped, and the log at its name flushed instead.
-//
-// With grown the log's size or blocks changed since the last flush, so the flush must
-// make them durable too (fdatasync of the log itself, not the quiet file).
-func (w *walState) flushLog(fsys FS, retry, grown bool) error {
+func (w *walState) flushLog(fsys FS, retry bool) error {
 	if reopen := w.reopen.Swap(false); w.file != nil && (reopen || w.fs.Reopened() != w.fileRoot) {
 		// The storage directory was replaced since, or a change opened the log anew: the
 		// records appended to the log the descriptor is of are flushed first, then the
@@ -365,7 +342,7 @@ func (w *walState) flushLog(fsys FS, retry, grown bool) error {
 		}
 		w.file, w.fileRoot = f, root
 	}
-	err := w.flushFile(fsys, grown)
+	err := w.flushFile()
 	var fi os.FileInfo
 	if err == nil {
 		fi, err = w.file.Stat()
@@ -374,24 +351,14 @@ func (w *walState) flushLog(fsys FS, retry, grown bool) error {
 		w.file.Close()
 		w.file = nil
 		if err == nil && retry {
-			return w.flushLog(fsys, false, grown)
+			return w.flushLog(fsys, false)
 		}
 	}
 	return err
 }
 
-// flushFile makes the records written to w.file durable: through the quiet file where
-// there is one on the log's disk (see quietFlush) and the log did not grow, else with
-// fdatasync of the log.
-func (w *walState) flushFile(fsys FS, grown bool) error {
-	if !w.quietTried {
-		w.quietTried = true
-		w.quiet, w.quietWhy = setupQuietFlush(fsys, w.file)
-	}
-	if !grown && w.quiet != nil && w.quiet.covers(w.file) {
-		w.quietFlushes.Add(1)
-		return w.quiet.flush(w.file)
-	}
+// flushFile makes the records written to w.file durable (fdatasync of the log).
+func (w *walState) flushFile() error {
 	w.logFlushes.Add(1)
 	return syncFile(w.file)
 }
@@ -406,10 +373,6 @@ func (w *walState) close() {
 	if w.file != nil {
 		w.file.Close()
 		w.file = nil
-	}
-	if w.quiet != nil {
-		w.quiet.close()
-		w.quiet, w.quietTried = nil, false
 	}
 	w.rec.drop()
 	w.log.drop()
@@ -466,9 +429,7 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 	w.torn = false
 	w.mu.Lock()
 	w.appended += uint64(buf.Len())
-	w.grown = w.grown || grew || newFile
 	pos := w.appended
-	flushing := w.flushing
 	w.mu.Unlock()
 	if now || first || grew {
 		if err := w.flushTo(ht.fs(), pos); err != nil {
@@ -478,15 +439,6 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 			if err := ht.fs().SyncDir(historyDir); err != nil { // its directory entry too
 				return err
 			}
-		}
-	} else if !flushing {
-		// The record goes to the disk now, while the change writes its files: the flush it
-		// waits for after releasing its locks then finds the write under way or done, and
-		// has only the disk's cache left to flush (one trip to the disk of the two overlaps
-		// the change's own work). Not while another writer flushes: the flush after that
-		// one writes every record appended meanwhile in one go.
-		if wb, ok := f.(writebackStarter); ok {
-			wb.StartWriteback(off, int64(buf.Len())) // a hint: a failure shows in the flush
 		}
 	}
 	w.records.Add(1)

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/spf13/afero"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,8 +48,8 @@ func TestWALFlushesTheLogMadeAgain(t *testing.T) {
 			}
 		},
 	}
-	// The descriptor is an *os.File when the log was first flushed outside a lock period,
-	// an fdFile when inside one (the first record after a checkpoint).
+	// The log first flushed outside a lock period, or inside one (the first record after a
+	// checkpoint).
 	for _, how := range []string{"history-removed", "history-moved", "root-moved-new-made", "root-moved-copy-put-back"} {
 		for _, outside := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/opened-outside-the-lock=%v", how, outside), func(t *testing.T) {
@@ -184,8 +182,7 @@ func TestWALKeepsItsDescriptors(t *testing.T) {
 	}
 }
 
-// No change, failed or not, leaves a descriptor open: the files opened through the
-// directory cache are bare descriptors (fdFile), which no finalizer would ever close.
+// No change, failed or not, leaves a descriptor open.
 func TestOSStoreLeavesNoDescriptorsOpen(t *testing.T) {
 	s, err := OpenOSStore(t.TempDir())
 	if err != nil {
@@ -221,55 +218,5 @@ func TestOSStoreLeavesNoDescriptorsOpen(t *testing.T) {
 	}
 	if after := open(); after > before+2 {
 		t.Errorf("%d descriptors open after 200 rounds of changes, %d before", after, before)
-	}
-}
-
-// Both kinds of file the log may be opened as start a writeback through the kernel: a
-// range the kernel refuses fails (a stand-in that did nothing would not), a valid one does
-// not, and the data stays as written.
-func TestStartWritebackCallsTheKernel(t *testing.T) {
-	dir := t.TempDir()
-	osfs, err := NewOSFs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer osfs.Close()
-	plain, err := os.OpenFile(filepath.Join(dir, "plain"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := osfs.LockStorage(context.Background(), true); err != nil { // regular files open as fdFiles
-		t.Fatal(err)
-	}
-	defer osfs.UnlockStorage()
-	fd, err := osfs.OpenFile("fd", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := fd.(*fdFile); !ok {
-		t.Fatalf("OSFs opened a %T, want an *fdFile", fd)
-	}
-	for name, f := range map[string]afero.File{"osFile": osFile{File: plain, name: "plain"}, "fdFile": fd} {
-		t.Run(name, func(t *testing.T) {
-			defer f.Close()
-			wb, ok := f.(writebackStarter)
-			if !ok {
-				t.Fatalf("%T cannot start a writeback", f)
-			}
-			data := []byte("a record\n")
-			if _, err := f.WriteAt(data, 100); err != nil {
-				t.Fatal(err)
-			}
-			if err := wb.StartWriteback(100, int64(len(data))); err != nil {
-				t.Errorf("StartWriteback of the record: %v", err)
-			}
-			if err := wb.StartWriteback(-1, 10); !errors.Is(err, unix.EINVAL) {
-				t.Errorf("StartWriteback at offset -1: %v, want EINVAL from the kernel", err)
-			}
-			got := make([]byte, len(data))
-			if _, err := f.ReadAt(got, 100); err != nil || string(got) != string(data) {
-				t.Errorf("read back %q, %v", got, err)
-			}
-		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -523,11 +522,6 @@ func (f *appendFile) WriteAt(p []byte, off int64) (int, error) {
 	return f.File.WriteAt(p, off)
 }
 
-func (f *appendFile) StartWriteback(off, n int64) error {
-	f.g.note(fmt.Sprintf("start %d %d", off, n))
-	return f.File.(writebackStarter).StartWriteback(off, n)
-}
-
 type gatedFile struct {
 	afero.File
 	g *gatedFS
@@ -601,61 +595,6 @@ func TestWALGroupCommit(t *testing.T) {
 	answered(t, done, 4)
 	if n := g.syncs.Load(); n != 2 {
 		t.Errorf("%d flushes for 4 changes, want 2: a.md's, then one shared by the three made during it", n)
-	}
-}
-
-// A change's record starts on its way to the disk as soon as it is written, before the
-// change writes its files, and the flush it then waits for comes after; a record appended
-// while another writer flushes is left for the next flush, which writes it with the rest.
-func TestWALStartsWritingRecordsEarly(t *testing.T) {
-	dir, g, create := gatedCreates(t)
-	// events returns the events noted since the last call.
-	seen := 0
-	events := func() []string {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		e := g.events[seen:]
-		seen = len(g.events)
-		return e
-	}
-	// record returns the index of the write of name's record in e, and the range it wrote.
-	record := func(e []string, name string) (int, string) {
-		t.Helper()
-		for i, ev := range e {
-			if strings.HasPrefix(ev, "write ") && strings.Contains(ev, "/"+name+`"`) {
-				f := strings.Fields(ev)
-				return i, f[1] + " " + f[2]
-			}
-		}
-		t.Fatalf("no record of %s written to the log: %q", name, e)
-		return 0, ""
-	}
-	events()
-
-	if err := create("a.md"); err != nil {
-		t.Fatal(err)
-	}
-	e := events()
-	i, at := record(e, "a.md")
-	if want := []string{"start " + at, "sync"}; !slices.Equal(e[i+1:], want) {
-		t.Errorf("after a.md's record: %q, want %q (its writeback started at once, then the flush)", e[i+1:], want)
-	}
-
-	g.armed.Store(true)
-	done := make(chan error, 2)
-	go func() { done <- create("b.md") }()
-	g.held(t)
-	go func() { done <- create("c.md") }()
-	awaitWritten(t, filepath.Join(dir, "c.md"), time.Now().Add(10*time.Second), "written while b.md's flush was held")
-	e = events()
-	i, _ = record(e, "c.md")
-	if slices.ContainsFunc(e[i+1:], func(ev string) bool { return strings.HasPrefix(ev, "start ") }) {
-		t.Errorf("c.md's writeback was started while another writer flushed: %q", e[i+1:])
-	}
-	g.release()
-	answered(t, done, 2)
-	if got := events(); !slices.Contains(got, "sync") {
-		t.Errorf("c.md's record was not flushed after b.md's flush: %q", got)
 	}
 }
 
@@ -847,51 +786,6 @@ func benchLog(b *testing.B, dir string, zeros bool) *os.File {
 		datasync(f)
 	}
 	return f
-}
-
-// BenchmarkLogFlushEarly is a change as the log makes it: a record overwrites zeros, the
-// change writes its file (a new file renamed into place), then the record is flushed;
-// "early" starts writing the record's page to the disk as soon as it is written (see
-// writebackStarter), "late" leaves it all to the flush. "flush-alone" is the floor under
-// both: the flush of a log with nothing written since the last one, which still asks the
-// disk to flush its cache.
-func BenchmarkLogFlushEarly(b *testing.B) {
-	rec := append(bytes.Repeat([]byte("x"), 255), '\n')
-	for _, way := range []string{"late", "early", "flush-alone"} {
-		b.Run(way, func(b *testing.B) {
-			dir := b.TempDir()
-			file := benchLog(b, dir, true)
-			if way == "flush-alone" {
-				for b.Loop() {
-					if err := datasync(file); err != nil {
-						b.Fatal(err)
-					}
-				}
-				return
-			}
-			f := osFile{File: file}
-			var off int64
-			for i := 0; b.Loop(); i++ {
-				if _, err := f.WriteAt(rec, off); err != nil {
-					b.Fatal(err)
-				}
-				if wb, ok := any(f).(writebackStarter); ok && way == "early" {
-					if err := wb.StartWriteback(off, int64(len(rec))); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if off += int64(len(rec)); off == benchLogSize {
-					off = 0
-				}
-				tmp := filepath.Join(dir, "tmp")
-				os.WriteFile(tmp, rec, 0o600)
-				os.Rename(tmp, filepath.Join(dir, fmt.Sprint(i%50)))
-				if err := datasync(file); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }
 
 // A read that may have seen a change not yet flushed answers only after the flush; a
