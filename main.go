@@ -116,7 +116,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.expireAfter, "expire-after", 0, "delete files not viewed or changed for longer than this, such as 720h (0: never)")
 	fs.BoolVar(&c.expireDryRun, "expire-dry-run", false, "with -expire-after: only log what would be deleted")
 	fs.DurationVar(&c.callTimeout, "call-timeout", handlers.DefaultTimeout, "longest a tool call may take (waiting for the storage included) before it fails with a storage error")
-	fs.DurationVar(&c.stdioPoll, "stdio-poll", 100*time.Microsecond, "with -transport stdio: how long to look for a quick client's next line before sleeping until it comes, at most 10ms (0: never look), for a client that takes its time to answer; looking trades up to that much CPU per call for not being woken")
+	fs.DurationVar(&c.stdioPoll, "stdio-poll", 0, "accepted and ignored (the stdio loop no longer looks for a client's next line); it goes in a later release")
 	fs.StringVar(&c.secrets, "secrets", "reject", "reject (refuse text that looks like a credential) or off")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated web origins (such as https://app.example.com) whose pages may call the http and sse transports; requests from any other origin get 403 (a local page may call a loopback listener)")
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", "", "comma-separated Host names that a loopback listener also answers (such as the name a reverse proxy on this host forwards with); other non-local Hosts get 403")
@@ -290,8 +290,6 @@ func (c *config) validate(rest []string) error {
 		return usageError{"-expire-dry-run needs -expire-after"}
 	case c.callTimeout <= 0:
 		return usageError{"-call-timeout must be positive"}
-	case c.stdioPoll < 0 || c.stdioPoll > server.MaxStdioPoll:
-		return usageError{"-stdio-poll must be from 0 to " + server.MaxStdioPoll.String()}
 	case c.sessionIdle <= 0, c.maxSessions <= 0, c.maxSessionsPerTenant <= 0, c.maxInflight <= 0, c.maxInflightBytes <= 0, c.maxQueue <= 0, c.queueWait <= 0:
 		return usageError{"-session-idle, -max-sessions, -max-sessions-per-tenant, -max-inflight, -max-inflight-bytes, -max-queue and -queue-wait must be positive"}
 	}
@@ -318,7 +316,7 @@ func (c *config) validate(rest []string) error {
 			return err
 		}
 	default:
-		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, ui, token, migrate, export, import, log, show, diff, restore and redact", rest[0])}
+		return usageError{fmt.Sprintf("unknown command %q: the commands are exec, ui, token, migrate, export, import, log, show, diff, restore, redact and help", rest[0])}
 	}
 	switch {
 	case c.historyMaxAge < 0, c.historyMaxVersions < 0, c.historyMaxBytes < 0:
@@ -573,7 +571,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		instructions = string(data)
 	}
-	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: ts.tenants(), StdioPoll: c.stdioPoll})
+	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: ts.tenants()})
 	if c.tenants != "" {
 		// SIGHUP reloads the tenants file: new tenants are admitted, removed ones refused,
 		// rotated tokens take effect; a file with a mistake changes nothing.

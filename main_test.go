@@ -544,8 +544,7 @@ func TestFlags(t *testing.T) {
 		{"ui with an argument", []string{"ui", "now"}, nil, "memory-mcp: ui takes no arguments: it prints the page's address (see memory-mcp -help)\n"},
 		{"ui over memory", []string{"-backend", "memory", "ui"}, nil, "memory-mcp: ui shows a memory kept on disk: use -backend os or overlay (a memory store lives only inside its own process) (see memory-mcp -help)\n"},
 		{"ui with tenants and no tenant", []string{"ui", "-tenants", "t.json"}, nil, "memory-mcp: ui works on one memory: give -tenant NAME with -tenants, or -root DIR (see memory-mcp -help)\n"},
-		{"unknown command", []string{"serve"}, nil, "memory-mcp: unknown command \"serve\": the commands are exec, ui, token, migrate, export, import, log, show, diff, restore and redact (see memory-mcp -help)\n"},
-		{"stdio-poll too long", []string{"-stdio-poll", "1s"}, nil, "memory-mcp: -stdio-poll must be from 0 to 10ms (see memory-mcp -help)\n"},
+		{"unknown command", []string{"serve"}, nil, "memory-mcp: unknown command \"serve\": the commands are exec, ui, token, migrate, export, import, log, show, diff, restore, redact and help (see memory-mcp -help)\n"},
 		{"bad addr", []string{"-transport", "http", "-addr", "8080"}, nil, "memory-mcp: invalid value \"8080\" for -addr: use HOST:PORT, such as 127.0.0.1:8080 (see memory-mcp -help)\n"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,118 +154,6 @@ func TestStdioHugeNumbers(t *testing.T) {
 	want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Error: Invalid ` + "`view_range`" + `. It should be a list of two integers."}],"isError":true}}`
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("got\n%s\nwant a line\n%s", out.String(), want)
-	}
-}
-
-// A tool call goes straight to its handler, skipping mcp-go's dispatch (server.direct), in
-// both protocol eras; every response, and the log messages sent to the client (durations
-// aside; they are written beside the answers, in no fixed order with them), must be byte
-// for byte what mcp-go's way gives, which a call with a progress token in _meta still takes.
-func TestStdioDirectCallsAnswerAsMCPGo(t *testing.T) {
-	for _, era := range []string{"2025-11-25", "2026-07-28"} {
-		t.Run(era, func(t *testing.T) { testDirectCallsAnswerAsMCPGo(t, era == "2026-07-28") })
-	}
-}
-
-func testDirectCallsAnswerAsMCPGo(t *testing.T, modern bool) {
-	calls := []string{
-		`{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"one\ntwo <&> \"q\" \u00e9\n"}}`,
-		`{"name":"memory_view","arguments":{"path":"/memories/a.md"}}`,
-		`{"name":"memory_view","arguments":{"path":"/memories"}}`,
-		`{"name":"memory_str_replace","arguments":{"path":"/memories/a.md","old_str":"two","new_str":"2"}}`,
-		`{"name":"memory_insert","arguments":{"path":"/memories/a.md","insert_line":1,"insert_text":"x"}}`,
-		`{"name":"memory_rename","arguments":{"old_path":"/memories/a.md","new_path":"/memories/b.md"}}`,
-		`{"name":"memory_view","arguments":{"path":"/memories/nope.md"}}`,
-		`{"name":"memory_view","arguments":{}}`,
-		`{"name":"memory_view"}`,
-		`{"name":"memory_view","arguments":null}`,
-		`{"name":"memory_view","arguments":[1]}`,
-		`{"name":"memory_create","arguments":{"path":"/etc/passwd","file_text":"x"}}`,
-		`{"name":"no_such_tool","arguments":{}}`,
-		`{"name":"memory_delete","arguments":{"path":"/memories/b.md"}}`,
-	}
-	answers := func(viaMCPGo bool) (responses, logs []string) {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		var errOut syncBuffer
-		done := make(chan int, 1)
-		go func() {
-			done <- run(context.Background(), []string{"-backend", "memory"}, func(string) string { return "" }, inR, outW, &errOut)
-			outW.Close()
-		}()
-		lines := make(chan string, 100)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(outR)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
-		// One call at a time: each is sent once the one before is answered. Log messages are
-		// kept (their durations zeroed); other notifications are skipped.
-		duration := regexp.MustCompile(`"duration_ms":[0-9.e+-]+`)
-		var logged []string
-		keep := func(line string) {
-			if strings.Contains(line, `"method":"notifications/message"`) {
-				logged = append(logged, duration.ReplaceAllString(line, `"duration_ms":0`))
-			}
-		}
-		roundTrip := func(req string) string {
-			if _, err := io.WriteString(inW, req+"\n"); err != nil {
-				t.Fatal(err)
-			}
-			for line := range lines {
-				keep(line)
-				if strings.Contains(line, `"id":`) {
-					return line
-				}
-			}
-			t.Fatalf("no answer: %s", errOut.String())
-			return ""
-		}
-		meta := `{}`
-		if modern {
-			// No initialize: the era's requests carry the protocol, and ask for log messages.
-			meta = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
-				`"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/logLevel":"info"}`
-		} else {
-			roundTrip(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-			io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
-		}
-		got := make([]string, len(calls))
-		for i, c := range calls {
-			m := meta
-			if viaMCPGo {
-				m = strings.Replace(m, "{", `{"progressToken":"p",`, 1)
-				m = strings.Replace(m, `,}`, `}`, 1)
-			}
-			if m != `{}` {
-				c = strings.Replace(c, "{", `{"_meta":`+m+`,`, 1)
-			}
-			got[i] = roundTrip(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, i+1, c))
-		}
-		inW.Close()
-		if code := <-done; code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut.String())
-		}
-		for line := range lines {
-			keep(line)
-		}
-		slices.Sort(logged)
-		return got, logged
-	}
-	direct, directLogs := answers(false)
-	mcpgo, mcpgoLogs := answers(true)
-	for i := range calls {
-		if direct[i] == "" || direct[i] != mcpgo[i] {
-			t.Errorf("call %s:\ndirect: %s\nmcp-go: %s", calls[i], direct[i], mcpgo[i])
-		}
-	}
-	if modern && len(directLogs) < len(calls)-1 {
-		t.Errorf("%d log messages for %d calls at level info", len(directLogs), len(calls))
-	}
-	if !slices.Equal(directLogs, mcpgoLogs) {
-		t.Errorf("log messages:\ndirect: %s\nmcp-go: %s", strings.Join(directLogs, "\n"), strings.Join(mcpgoLogs, "\n"))
 	}
 }
 

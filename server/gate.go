@@ -299,14 +299,6 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		return
 	}
 	defer g.budget.done(tenant)
-	if r.URL.Path == "/mcp" && g.opts.Transport != "sse" {
-		if resp, ok := g.s.directHTTP(r, body); ok {
-			dw.Header().Set("Content-Type", "application/json")
-			dw.WriteHeader(http.StatusOK)
-			dw.Write(resp)
-			return
-		}
-	}
 	g.next.ServeHTTP(dw, r)
 }
 

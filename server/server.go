@@ -38,11 +38,6 @@ type Config struct {
 	// Tenants, when not empty, makes the HTTP transports require a tenant's bearer token
 	// and serve each tenant its own memory; the handlers given to New are then not used.
 	Tenants []Tenant
-	// StdioPoll is how long ServeStdio looks for a quick client's next line before it
-	// waits for the line in a read, when its rule says to (lookRule); 0 (the zero Config's)
-	// never looks, and the command's -stdio-poll flag sets 100 µs unless told otherwise.
-	// See stdioLoop.spin. At most MaxStdioPoll.
-	StdioPoll time.Duration
 }
 
 // Server is memory-mcp's MCP server: the memory commands as tools, the memory protocol as
@@ -62,20 +57,6 @@ type Server struct {
 	authFailures   zerolog.Logger                // sampled: a flood of bad tokens writes a few lines a second
 	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
 	notify         *notifier                     // resource notifications
-	// toolHandlers are the tools' handlers by name, for the direct way to a tool call (see
-	// direct.go).
-	toolHandlers    map[string]mcpserver.ToolHandlerFunc
-	directCalls     atomic.Int64  // tool calls served the direct way (tests read it)
-	handoffs        atomic.Int64  // times a stdio call passed the reading on (tests read it)
-	handoffTimers   atomic.Int64  // times a stdio worker set its hand-off timer (tests read it)
-	yields          atomic.Int64  // times a stdio worker yielded between calls (tests read it)
-	stdioPoll       time.Duration // Config.StdioPoll, bounded (tests lengthen it)
-	spunIn, spunOut atomic.Int64  // lines found by looking, and looks that found none (tests read them)
-	// implementation is how the server names itself, as mcp-go stamps it on 2026-era
-	// results (the direct way stamps it too).
-	implementation mcp.Implementation
-	metaJSON       []byte    // the _meta callDirect stamps on a 2026-era result, encoded
-	infos          infoCache // 2026-era _meta values read (see direct)
 }
 
 // How the server names itself to clients.
@@ -90,7 +71,7 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 	if cfg.Tools == "" {
 		cfg.Tools = ToolsSplit
 	}
-	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, hasTenants: len(cfg.Tenants) > 0, stdioPoll: min(max(cfg.StdioPoll, 0), MaxStdioPoll)}
+	s := &Server{h: h, log: cfg.Logger, tools: cfg.Tools, hasTenants: len(cfg.Tenants) > 0}
 	tenants := cfg.Tenants
 	s.tenants.Store(&tenants)
 	s.authFailures = cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Second})
@@ -133,18 +114,13 @@ func New(h *handlers.Handlers, cfg Config) *Server {
 		opts = append(opts, mcpserver.WithInstructions(cfg.Instructions))
 	}
 	s.mcp = mcpserver.NewMCPServer(serverName, cfg.Version, opts...)
-	s.implementation = mcp.Implementation{Name: serverName, Version: cfg.Version, Title: serverTitle, Description: serverDescription}
-	s.metaJSON = stampedMeta(s.implementation)
 
 	defs := splitTools()
 	if cfg.Tools == ToolsSingle {
 		defs = []toolDef{singleTool()}
 	}
-	s.toolHandlers = map[string]mcpserver.ToolHandlerFunc{}
 	for _, d := range defs {
-		h := s.toolHandler(d.tool.Name, d.command)
-		s.mcp.AddTool(d.tool, h)
-		s.toolHandlers[d.tool.Name] = h
+		s.mcp.AddTool(d.tool, s.toolHandler(d.tool.Name, d.command))
 	}
 	text := cfg.Instructions
 	if text == "" {
