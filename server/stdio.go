@@ -71,78 +71,36 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 		}
 	}()
 
-	// The reader: each non-blank line in turn, then how the input ended. A read pending
-	// when ctx ends is left to end with the process.
-	lines, readErr, stopReading := make(chan []byte), make(chan error, 1), make(chan struct{})
-	defer close(stopReading)
+	// The reader reads each line in turn and dispatches it: a request to a goroutine of its
+	// own, at most maxStdioRequests at once (reading waits beyond), a notification handled
+	// before the next line is read. Once ctx ends nothing new starts; a read pending then is
+	// left to end with the process.
+	calls := &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{})}
+	inputDone := make(chan error, 1)
 	go func() {
 		r := bufio.NewReaderSize(in, 64<<10)
 		for {
 			line, err := readLine(r, maxLine, w)
 			if len(line) > 0 {
-				select {
-				case lines <- line:
-				case <-stopReading:
-					return
-				}
+				s.dispatch(line, w, calls, reqCtx, listenCtx)
 			}
 			if err != nil {
-				readErr <- err
+				inputDone <- err
 				return
 			}
 		}
 	}()
-
-	calls := &stdioCalls{cancel: map[string]context.CancelFunc{}}
-	slots := make(chan struct{}, maxStdioRequests)
-	var running sync.WaitGroup
 	var inputErr error
-serve:
-	for {
-		select {
-		case <-ctx.Done():
-			s.log.Info().Msg("stopping: letting running calls finish")
-			break serve
-		case inputErr = <-readErr:
-			break serve
-		case line := <-lines:
-			var head struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params struct {
-					RequestID json.RawMessage `json:"requestId"` // of notifications/cancelled
-				} `json:"params"`
-			}
-			if err := json.Unmarshal(line, &head); err != nil {
-				w.write(errorResponse(nil, mcp.PARSE_ERROR, "Parse error"))
-				continue
-			}
-			id := string(bytes.TrimSpace(head.ID))
-			switch {
-			case id == "" || id == "null":
-				// A notification, handled before the next line, in order.
-				if head.Method == string(mcp.MethodNotificationCancelled) {
-					calls.cancelID(string(bytes.TrimSpace(head.Params.RequestID)))
-				}
-				s.handle(reqCtx, line, head.Method)
-				continue
-			case head.Method == string(mcp.MethodSubscriptionsListen):
-				go func() { w.write(s.handle(listenCtx, line, head.Method)) }()
-				continue
-			}
-			slots <- struct{}{}
-			callCtx := calls.start(reqCtx, id)
-			running.Go(func() {
-				defer func() { calls.end(id); <-slots }()
-				w.write(s.handle(callCtx, line, head.Method))
-			})
-		}
+	select {
+	case <-ctx.Done():
+		s.log.Info().Msg("stopping: letting running calls finish")
+	case inputErr = <-inputDone:
 	}
+	drained := calls.stop()
 	cancelListen()
-	drained := make(chan struct{})
-	go func() { running.Wait(); close(drained) }()
 	select {
 	case <-drained:
+		close(calls.jobs) // the workers end: no request starts any more
 	case <-time.After(ShutdownTimeout):
 		s.log.Warn().Msg("calls still running after the shutdown timeout; stopping anyway")
 		cancelRequests()
@@ -157,34 +115,120 @@ serve:
 	return nil
 }
 
-// stdioCalls are the requests running, by id, so that notifications/cancelled can end one.
+// dispatch serves one line read from a stdio client (see ServeStdio).
+func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx, listenCtx context.Context) {
+	var head struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"` // of notifications/cancelled
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		w.write(errorResponse(nil, mcp.PARSE_ERROR, "Parse error"))
+		return
+	}
+	id := string(bytes.TrimSpace(head.ID))
+	switch {
+	case id == "" || id == "null":
+		// A notification, handled before the next line, in order.
+		if head.Method == string(mcp.MethodNotificationCancelled) {
+			calls.cancelID(string(bytes.TrimSpace(head.Params.RequestID)))
+		}
+		s.handle(reqCtx, line, head.Method)
+	case head.Method == string(mcp.MethodSubscriptionsListen):
+		go func() { w.write(s.handle(listenCtx, line, head.Method)) }()
+	default:
+		ctx, end, ok := calls.start(reqCtx, id)
+		if !ok {
+			return // stopping: nothing new starts
+		}
+		calls.run(func() {
+			defer end()
+			w.write(s.handle(ctx, line, head.Method))
+		})
+	}
+}
+
+// stdioCalls are the requests running: a slot each, and their cancellation by id, so that
+// notifications/cancelled can end one; once stopped, none starts, and idle is closed when
+// the last one ends. They run on a pool of workers that live as long as the input (their
+// stacks grown already), one more started only when none is free.
 type stdioCalls struct {
-	mu     sync.Mutex
-	cancel map[string]context.CancelFunc
+	slots   chan struct{}
+	jobs    chan func()
+	free    atomic.Int32 // workers waiting for a job
+	workers int          // started; only the reader starts them
+	mu      sync.Mutex
+	cancel  map[string]*context.CancelFunc // by id; a client may use an id again once answered
+	running int
+	stopped bool
+	idle    chan struct{}
 }
 
-func (c *stdioCalls) start(parent context.Context, id string) context.Context {
-	ctx, cancel := context.WithCancel(parent)
-	c.mu.Lock()
-	c.cancel[id] = cancel
-	c.mu.Unlock()
-	return ctx
-}
-
-func (c *stdioCalls) end(id string) {
+// start takes a slot for request id (waiting for one) and returns its context and the
+// function that ends it; ok is false once the loop is stopping.
+func (c *stdioCalls) start(parent context.Context, id string) (ctx context.Context, end func(), ok bool) {
+	c.slots <- struct{}{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cancel, ok := c.cancel[id]; ok {
-		cancel()
-		delete(c.cancel, id)
+	if c.stopped {
+		<-c.slots
+		return nil, nil, false
 	}
+	ctx, cancel := context.WithCancel(parent)
+	key := &cancel
+	c.cancel[id] = key
+	c.running++
+	return ctx, func() {
+		cancel()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.cancel[id] == key {
+			delete(c.cancel, id)
+		}
+		<-c.slots
+		if c.running--; c.running == 0 && c.stopped {
+			close(c.idle)
+		}
+	}, true
+}
+
+// run runs job on a free worker, starting one when none is free (a slot is held, so there
+// are never more than the slots).
+func (c *stdioCalls) run(job func()) {
+	if c.free.Load() == 0 && c.workers < cap(c.slots) {
+		c.workers++
+		go func() {
+			for job := range c.jobs {
+				job()
+				c.free.Add(1)
+			}
+		}()
+	} else {
+		c.free.Add(-1)
+	}
+	c.jobs <- job
+}
+
+// stop lets no request start any more, and returns a channel closed once none runs.
+func (c *stdioCalls) stop() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		c.stopped = true
+		if c.running == 0 {
+			close(c.idle)
+		}
+	}
+	return c.idle
 }
 
 func (c *stdioCalls) cancelID(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cancel, ok := c.cancel[id]; ok {
-		cancel()
+		(*cancel)()
 	}
 }
 
