@@ -145,6 +145,29 @@ func TestMemFsConcurrentRenameRemove(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// What is left agrees with itself: the listing names exactly the files that can be
+	// read, each whole, and nothing else.
+	infos, err := afero.ReadDir(m, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, fi := range infos {
+		listed["/"+fi.Name()] = true
+		if data, err := afero.ReadFile(m, "/"+fi.Name()); err != nil || string(data) != "x" {
+			t.Errorf("%s is listed, but reads %q, %v", fi.Name(), data, err)
+		}
+	}
+	for i := range 4 {
+		for _, name := range []string{fmt.Sprintf("/f%d", i), fmt.Sprintf("/f%d-moved", i)} {
+			if _, err := m.Stat(name); (err == nil) != listed[name] {
+				t.Errorf("%s: listed %v, but Stat says %v", name, listed[name], err)
+			}
+		}
+	}
+	if len(infos) > 8 {
+		t.Errorf("%d entries listed, more than the 8 names used", len(infos))
+	}
 }
 
 func overlayFixture(t *testing.T) (lowerDir, upperDir string, open func() *OverlayFs) {
