@@ -203,6 +203,12 @@ async function local() {
   const answer = await ask('AGENT /memories/agent.md "Learned: the build needs Go 1.26.\\n"');
   assert.equal(answer, "done");
   await until("the agent's file in the activity feed", async () => /\/memories\/agent\.md/.test(await page.locator("#feed").innerText()));
+  // A path in the feed wraps only after a slash, never inside a name, and says itself whole
+  // in a tooltip.
+  const item = page.locator("#feed .what").first();
+  assert.equal(await item.getAttribute("title"), "/memories/agent.md");
+  assert.ok((await item.locator("wbr").count()) >= 1, "no place to wrap a path after its slashes");
+  assert.equal(await item.evaluate((e) => getComputedStyle(e).wordBreak), "normal", "paths may break inside names");
   await treeItem(page, "/memories/agent.md");
   await page.screenshot({ path: path.join(shots, "live.png") });
 
