@@ -42,6 +42,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/webui"
 )
 
@@ -81,7 +82,7 @@ type config struct {
 	migrate            bool
 	sub                subFlags // the history subcommands' own flags
 
-	pg *vfs.PostgresDB // with -backend postgres: the database, opened once for every store
+	pg *postgres.DB // with -backend postgres: the database, opened once for every store
 }
 
 // usageError is a bad flag or value: one line on stderr, exit status 2.
@@ -418,7 +419,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if len(rest) > 0 && rest[0] == "migrate" {
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		version, err := vfs.MigratePostgres(mctx, c.dsn)
+		version, err := postgres.Migrate(mctx, c.dsn)
 		if err != nil {
 			fmt.Fprintf(stderr, "memory-mcp: migrate: %v\n", err)
 			return 1
@@ -441,7 +442,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if c.backend == "postgres" {
 		octx, cancel := context.WithTimeout(ctx, time.Minute)
-		c.pg, err = vfs.OpenPostgres(octx, c.dsn, c.migrate && !c.readOnly)
+		c.pg, err = postgres.Open(octx, c.dsn, c.migrate && !c.readOnly)
 		cancel()
 		if err != nil {
 			fmt.Fprintf(stderr, "memory-mcp: cannot open the database: %v\n", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -55,7 +56,7 @@ func TestRunExpiryOneReplicaAtATime(t *testing.T) {
 	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
 	var replicas [2]*vfs.Store
 	for i := range replicas {
-		db, err := vfs.OpenPostgres(ctx, pg.DSN, true)
+		db, err := postgres.Open(ctx, pg.DSN, true)
 		if err != nil {
 			t.Fatal(err)
 		}

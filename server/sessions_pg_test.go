@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestSessionsAcrossReplicas(t *testing.T) {
 	pg := vfstest.NewPostgresCluster(t)
 	ctx := context.Background()
-	db, err := vfs.OpenPostgres(ctx, pg.DSN, true)
+	db, err := postgres.Open(ctx, pg.DSN, true)
 	if err != nil {
 		t.Fatal(err)
 	}

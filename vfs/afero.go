@@ -55,6 +55,18 @@ func (o options) historyConfig() *HistoryConfig {
 	return &cfg
 }
 
+// StoreOptions is what a store's options ask for, for a backend outside this package.
+type StoreOptions struct {
+	ReadOnly bool
+	History  *HistoryConfig // nil: no history
+}
+
+// ReadOptions says what opts ask for.
+func ReadOptions(opts ...Option) StoreOptions {
+	o := collect(opts)
+	return StoreOptions{ReadOnly: o.readOnly, History: o.historyConfig()}
+}
+
 func collect(opts []Option) options {
 	var o options
 	for _, f := range opts {

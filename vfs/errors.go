@@ -15,6 +15,11 @@ var ErrEscape = errors.New("path escapes from the storage root")
 // something else (a fifo, socket or device swapped in by another program).
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrUnavailable marks a failure to reach a storage over the network (a database that is
+// down, restarting, or out of reach). The call fails with a neutral reason, and a later one
+// works as soon as the storage is back.
+var ErrUnavailable = errors.New("the database is unavailable")
+
 // ErrStorageGone is returned while the storage directory itself is missing (removed or
 // unmounted); the store serves again as soon as it is back.
 var ErrStorageGone = errors.New("the storage directory is missing")

@@ -37,9 +37,9 @@ const (
 	historyLogName = historyDir + "/log"
 	historyObjects = historyDir + "/objects"
 	historyFormat  = 1
-	// pruneEvery is how many versions are appended between two pruning passes, and
+	// PruneEvery is how many versions are appended between two pruning passes, and
 	// pruneInterval how long at most passes are apart while the store changes.
-	pruneEvery    = 1000
+	PruneEvery    = 1000
 	pruneInterval = time.Hour
 )
 
@@ -543,7 +543,7 @@ func (ht *historyTx) Record(ctx context.Context, vs []Version) (err error) {
 		return err
 	}
 	if ht.seq == 0 {
-		ht.seq, ht.time = h.lastSeq+1, h.cfg.now().UTC()
+		ht.seq, ht.time = h.lastSeq+1, h.cfg.Clock().UTC()
 	}
 	h.lastGroup++
 	ht.groupID = h.lastGroup
@@ -761,7 +761,7 @@ func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
 	return nil
 }
 
-// afterCommit prunes the history when a pass is due: every pruneEvery versions, every
+// afterCommit prunes the history when a pass is due: every PruneEvery versions, every
 // pruneInterval, at the first change in the process, and while over the byte budget.
 // Failing to prune is no failure of the change: the next pass tries again.
 func (ht *historyTx) afterCommit() {
@@ -772,15 +772,15 @@ func (ht *historyTx) afterCommit() {
 	if h.wal != nil && h.wal.due {
 		ht.checkpoint(h) // failing, it stays due
 	}
-	now := h.cfg.now()
-	// Between the passes at start and every pruneInterval, a pass every pruneEvery versions
+	now := h.cfg.Clock()
+	// Between the passes at start and every pruneInterval, a pass every PruneEvery versions
 	// runs only when it may drop something: it reads every version, which at 50,000 of
 	// them costs more than the thousand changes it follows.
 	overBudget := h.cfg.MaxBytes > 0 && h.bytes > h.cfg.MaxBytes
 	mayPrune := overBudget || h.cfg.MaxVersions > 0 ||
 		h.cfg.MaxAge > 0 && !h.oldest.IsZero() && now.Sub(h.oldest) > h.cfg.MaxAge
 	due := h.lastPrune.IsZero() || now.Sub(h.lastPrune) >= pruneInterval ||
-		mayPrune && h.appended >= pruneEvery || overBudget && h.appended >= pruneEvery/100
+		mayPrune && h.appended >= PruneEvery || overBudget && h.appended >= PruneEvery/100
 	if !due {
 		return
 	}

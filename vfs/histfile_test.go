@@ -117,19 +117,19 @@ func TestPruneEvery1000OnlyWhenDue(t *testing.T) {
 	write("old.md", "1") // the first change's pass
 	write("old.md", "2")
 	h := s.Storage().(*AferoStorage).history
-	for i := range pruneEvery {
+	for i := range PruneEvery {
 		write("a.md", fmt.Sprint(i))
 	}
-	if h.appended < pruneEvery { // a pass starts the count again
-		t.Errorf("a pass ran within %d changes with nothing old enough to prune", pruneEvery)
+	if h.appended < PruneEvery { // a pass starts the count again
+		t.Errorf("a pass ran within %d changes with nothing old enough to prune", PruneEvery)
 	}
 	now = now.Add(40 * time.Minute) // older than MaxAge, within the hour
-	for i := range pruneEvery {
+	for i := range PruneEvery {
 		write("a.md", fmt.Sprint("x", i))
 	}
 	for _, v := range versionsOf(t, s) {
 		if v.Path == "/memories/old.md" && v.Seq == 1 {
-			t.Errorf("version 1 of old.md, 40 minutes old, is still there after %d changes", pruneEvery)
+			t.Errorf("version 1 of old.md, 40 minutes old, is still there after %d changes", PruneEvery)
 		}
 	}
 }

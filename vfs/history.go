@@ -177,7 +177,8 @@ type HistoryConfig struct {
 // most 256 MiB of contents.
 var DefaultHistory = HistoryConfig{MaxAge: 180 * 24 * time.Hour, MaxBytes: 256 << 20}
 
-func (c HistoryConfig) now() time.Time {
+// Clock returns the time now by the config's clock.
+func (c HistoryConfig) Clock() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}

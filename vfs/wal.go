@@ -875,7 +875,7 @@ func (ht *historyTx) reconcile(h *fileHistory, vs []Version) ([]Version, error) 
 		return nil, err
 	}
 	slices.Sort(names)
-	now := h.cfg.now().UTC()
+	now := h.cfg.Clock().UTC()
 	version := func(kind ChangeKind, p string, was content) Version {
 		return Version{Seq: seq + 1, Time: now, Actor: ActorLocal, Command: "recover", Kind: kind, Path: p, PrevSize: was.size, Prev: was.sum}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 )
 
 // A throwaway PostgreSQL cluster for the tests of a test binary: Debian's server, started on
@@ -190,10 +191,10 @@ func freePort() (int, error) {
 
 // PostgresStorage opens a fresh store (a name no other test uses) in the test cluster, over
 // a database connection of the test's own that is closed when the test ends.
-func PostgresStorage(t testing.TB, opts ...vfs.Option) *vfs.PostgresStorage {
+func PostgresStorage(t testing.TB, opts ...vfs.Option) *postgres.Storage {
 	t.Helper()
 	ctx := context.Background()
-	db, err := vfs.OpenPostgres(ctx, PostgresDSN(t), true)
+	db, err := postgres.Open(ctx, PostgresDSN(t), true)
 	if err != nil {
 		t.Fatal(err)
 	}

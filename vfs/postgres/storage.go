@@ -1,10 +1,11 @@
-package vfs
+package postgres
 
 import (
 	"context"
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"io/fs"
 	"path"
 	"slices"
@@ -26,7 +27,7 @@ import (
 // with a commit, a rollback or a dropped connection. A directory rename or delete is one
 // statement; the store's size and history are updated in the same transaction.
 
-//go:embed pgschema/*.sql
+//go:embed schema/*.sql
 var pgSchema embed.FS
 
 // lockClass is the first key of memory-mcp's advisory locks (the second is the store's id).
@@ -35,12 +36,12 @@ const lockClass = 0x6d6d // "mm"
 // migrationLock is the advisory lock that serialises migrations of one database.
 const migrationLock = 0x6d6d_0001
 
-// PostgresStorage is the Storage of one store in a PostgreSQL database.
-type PostgresStorage struct {
-	db       *PostgresDB
+// Storage is the Storage of one store in a PostgreSQL database.
+type Storage struct {
+	db       *DB
 	id       int64
 	readOnly bool
-	history  *HistoryConfig // nil when the store keeps no history
+	history  *vfs.HistoryConfig // nil when the store keeps no history
 
 	mu     sync.Mutex
 	gen    int64            // the store's generation as this value last knew it
@@ -49,10 +50,10 @@ type PostgresStorage struct {
 	since  int              // versions recorded since the last prune
 }
 
-// MigratePostgres brings the schema of the database of dsn up to date and returns its
+// Migrate brings the schema of the database of dsn up to date and returns its
 // version (memory-mcp migrate).
-func MigratePostgres(ctx context.Context, dsn string) (int, error) {
-	db, err := OpenPostgres(ctx, dsn, false)
+func Migrate(ctx context.Context, dsn string) (int, error) {
+	db, err := Open(ctx, dsn, false)
 	if err != nil {
 		return 0, err
 	}
@@ -79,7 +80,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM memory_mcp_schema").Scan(&version); err != nil {
 		return 0, err
 	}
-	files, _ := fs.Glob(pgSchema, "pgschema/*.sql")
+	files, _ := fs.Glob(pgSchema, "schema/*.sql")
 	slices.Sort(files)
 	for _, f := range files {
 		n, err := strconv.Atoi(strings.SplitN(path.Base(f), "_", 2)[0])
@@ -99,19 +100,19 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 }
 
 // ReadOnly reports whether every change is refused.
-func (s *PostgresStorage) ReadOnly() bool { return s.readOnly }
+func (s *Storage) ReadOnly() bool { return s.readOnly }
 
-// Close does nothing: the database connection is its PostgresDB's, shared with the
+// Close does nothing: the database connection is its DB's, shared with the
 // database's other stores, and closed with it.
-func (s *PostgresStorage) Close() error { return nil }
+func (s *Storage) Close() error { return nil }
 
 // Changes returns a channel that receives when another transaction may have changed the
 // store, in any process (the database's LISTEN/NOTIFY); stop ends it. Store.Watch uses it
 // instead of polling.
-func (s *PostgresStorage) Changes() (ch <-chan struct{}, stop func()) { return s.db.watch(s.id) }
+func (s *Storage) Changes() (ch <-chan struct{}, stop func()) { return s.db.watch(s.id) }
 
 // TrackAccess records when each file is viewed or changed, by the clock now.
-func (s *PostgresStorage) TrackAccess(now func() time.Time) error {
+func (s *Storage) TrackAccess(now func() time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.now = now
@@ -119,9 +120,9 @@ func (s *PostgresStorage) TrackAccess(now func() time.Time) error {
 }
 
 // Begin starts a transaction on a connection of the pool and takes the store's lock.
-func (s *PostgresStorage) Begin(ctx context.Context, write bool) (Txn, error) {
+func (s *Storage) Begin(ctx context.Context, write bool) (vfs.Txn, error) {
 	if write && s.readOnly {
-		return nil, ErrReadOnlyStore
+		return nil, vfs.ErrReadOnlyStore
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -155,9 +156,9 @@ func (s *PostgresStorage) Begin(ctx context.Context, write bool) (Txn, error) {
 	return t, nil
 }
 
-// pgTx is one transaction of a PostgresStorage.
+// pgTx is one transaction of a Storage.
 type pgTx struct {
-	s        *PostgresStorage
+	s        *Storage
 	tx       pgx.Tx
 	write    bool
 	changed  bool
@@ -175,7 +176,7 @@ type pgTx struct {
 func (t *pgTx) External() bool { return t.external }
 
 // History returns the store's history, nil when it keeps none.
-func (t *pgTx) History() History {
+func (t *pgTx) History() vfs.History {
 	if t.hist == nil {
 		return nil
 	}
@@ -237,7 +238,7 @@ func (t *pgTx) rollback() {
 // at commit, and not at all after a rollback).
 func (t *pgTx) beforeChange(ctx context.Context) error {
 	if !t.write {
-		return ErrReadOnlyTx
+		return vfs.ErrReadOnlyTx
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -263,7 +264,7 @@ func (t *pgTx) touch(ctx context.Context, name string) error {
 	return pgErr(ctx, err)
 }
 
-func notExist(op string, p Path) error {
+func notExist(op string, p vfs.Path) error {
 	return &fs.PathError{Op: op, Path: p.String(), Err: fs.ErrNotExist}
 }
 
@@ -283,21 +284,21 @@ func (t *pgTx) entry(ctx context.Context, name string) (exists, dir bool, size i
 }
 
 // Stat describes the entry at p.
-func (t *pgTx) Stat(ctx context.Context, p Path) (Entry, error) {
+func (t *pgTx) Stat(ctx context.Context, p vfs.Path) (vfs.Entry, error) {
 	exists, dir, size, err := t.entry(ctx, p.Name())
 	switch {
 	case err != nil:
-		return Entry{}, err
+		return vfs.Entry{}, err
 	case !exists:
-		return Entry{}, notExist("stat", p)
+		return vfs.Entry{}, notExist("stat", p)
 	case dir:
-		return Entry{Name: p.Base(), Kind: KindDir}, nil
+		return vfs.Entry{Name: p.Base(), Kind: vfs.KindDir}, nil
 	}
-	return Entry{Name: p.Base(), Kind: KindFile, Size: size}, nil
+	return vfs.Entry{Name: p.Base(), Kind: vfs.KindFile, Size: size}, nil
 }
 
 // ReadFile returns the content of the file at p.
-func (t *pgTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
+func (t *pgTx) ReadFile(ctx context.Context, p vfs.Path) ([]byte, error) {
 	if p.IsRoot() {
 		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: errIsDir}
 	}
@@ -319,7 +320,7 @@ func (t *pgTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
 }
 
 // List returns the entries of the directory at p, sorted by name in byte order.
-func (t *pgTx) List(ctx context.Context, p Path) ([]Entry, error) {
+func (t *pgTx) List(ctx context.Context, p vfs.Path) ([]vfs.Entry, error) {
 	exists, dir, _, err := t.entry(ctx, p.Name())
 	switch {
 	case err != nil:
@@ -333,16 +334,16 @@ func (t *pgTx) List(ctx context.Context, p Path) ([]Entry, error) {
 	if err != nil {
 		return nil, pgErr(ctx, err)
 	}
-	out := []Entry{}
+	out := []vfs.Entry{}
 	for rows.Next() {
-		var e Entry
+		var e vfs.Entry
 		var isDir bool
 		if err := rows.Scan(&e.Name, &isDir, &e.Size); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		if isDir {
-			e.Kind, e.Size = KindDir, 0
+			e.Kind, e.Size = vfs.KindDir, 0
 		}
 		out = append(out, e)
 	}
@@ -355,27 +356,27 @@ const below = "store = $1 AND ($2 = '' OR path = $2 OR (path >= $2 || '/' AND pa
 
 // Tree describes the directory at p down to depth levels, with the sizes of every
 // directory at any depth; what skip names is neither listed nor counted.
-func (t *pgTx) Tree(ctx context.Context, p Path, depth int, skip func(name string) bool) (Node, error) {
+func (t *pgTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(name string) bool) (vfs.Node, error) {
 	exists, dir, _, err := t.entry(ctx, p.Name())
 	switch {
 	case err != nil:
-		return Node{}, err
+		return vfs.Node{}, err
 	case !exists:
-		return Node{}, notExist("tree", p)
+		return vfs.Node{}, notExist("tree", p)
 	case !dir:
-		return Node{}, &fs.PathError{Op: "tree", Path: p.String(), Err: syscall.ENOTDIR}
+		return vfs.Node{}, &fs.PathError{Op: "tree", Path: p.String(), Err: syscall.ENOTDIR}
 	}
 	rows, err := t.tx.Query(ctx, "SELECT path, dir, size FROM memory_mcp_entries WHERE "+below+" ORDER BY path", t.s.id, p.Name())
 	if err != nil {
-		return Node{}, pgErr(ctx, err)
+		return vfs.Node{}, pgErr(ctx, err)
 	}
 	// One node per row, skipped ones left out (with everything below them), linked to
 	// their parents; a file's size counts in every directory above it.
 	type treeNode struct {
-		Node
+		vfs.Node
 		kids []*treeNode
 	}
-	root := &treeNode{Node: Node{Name: p.Base(), Dir: true}}
+	root := &treeNode{Node: vfs.Node{Name: p.Base(), Dir: true}}
 	nodes := map[string]*treeNode{"": root}
 	var files []string
 	prefix := p.Name()
@@ -384,7 +385,7 @@ func (t *pgTx) Tree(ctx context.Context, p Path, depth int, skip func(name strin
 		var n treeNode
 		if err := rows.Scan(&name, &n.Dir, &n.Size); err != nil {
 			rows.Close()
-			return Node{}, err
+			return vfs.Node{}, err
 		}
 		rel := strings.TrimPrefix(strings.TrimPrefix(name, prefix), "/")
 		if name == prefix || slices.ContainsFunc(strings.Split(rel, "/"), skip) {
@@ -397,7 +398,7 @@ func (t *pgTx) Tree(ctx context.Context, p Path, depth int, skip func(name strin
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return Node{}, pgErr(ctx, err)
+		return vfs.Node{}, pgErr(ctx, err)
 	}
 	for rel, n := range nodes {
 		if rel == "" {
@@ -424,8 +425,8 @@ func (t *pgTx) Tree(ctx context.Context, p Path, depth int, skip func(name strin
 			}
 		}
 	}
-	var build func(n *treeNode, level int) Node
-	build = func(n *treeNode, level int) Node {
+	var build func(n *treeNode, level int) vfs.Node
+	build = func(n *treeNode, level int) vfs.Node {
 		out := n.Node
 		if !n.Dir || level >= depth {
 			return out
@@ -458,7 +459,7 @@ func (t *pgTx) addUsage(ctx context.Context, delta int64) error {
 // starts one now.
 func (t *pgTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 	if t.now == nil {
-		return nil, ErrNotTracked
+		return nil, vfs.ErrNotTracked
 	}
 	now := t.now().Unix()
 	if t.write {
@@ -484,7 +485,7 @@ func (t *pgTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 }
 
 // WriteFile replaces the content of the file at p.
-func (t *pgTx) WriteFile(ctx context.Context, p Path, data []byte) error {
+func (t *pgTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error {
 	if err := t.beforeChange(ctx); err != nil {
 		return err
 	}
@@ -507,8 +508,8 @@ func (t *pgTx) WriteFile(ctx context.Context, p Path, data []byte) error {
 }
 
 // mkdirParents creates the missing directories above p; a file on the way is an error.
-func (t *pgTx) mkdirParents(ctx context.Context, p Path) error {
-	var chain []Path
+func (t *pgTx) mkdirParents(ctx context.Context, p vfs.Path) error {
+	var chain []vfs.Path
 	for q := p.Parent(); !q.IsRoot(); q = q.Parent() {
 		chain = append(chain, q)
 	}
@@ -532,7 +533,7 @@ func (t *pgTx) mkdirParents(ctx context.Context, p Path) error {
 }
 
 // CreateFile creates the file at p and its missing parents; it never replaces anything.
-func (t *pgTx) CreateFile(ctx context.Context, p Path, data []byte) error {
+func (t *pgTx) CreateFile(ctx context.Context, p vfs.Path, data []byte) error {
 	if err := t.beforeChange(ctx); err != nil {
 		return err
 	}
@@ -560,7 +561,7 @@ func (t *pgTx) CreateFile(ctx context.Context, p Path, data []byte) error {
 
 // Rename moves the entry at oldp, with everything below it, to newp in one statement; it
 // never replaces anything.
-func (t *pgTx) Rename(ctx context.Context, oldp, newp Path) error {
+func (t *pgTx) Rename(ctx context.Context, oldp, newp vfs.Path) error {
 	if err := t.beforeChange(ctx); err != nil {
 		return err
 	}
@@ -600,7 +601,7 @@ func (t *pgTx) Rename(ctx context.Context, oldp, newp Path) error {
 }
 
 // RemoveAll deletes the entry at p with everything below it, in one statement.
-func (t *pgTx) RemoveAll(ctx context.Context, p Path) error {
+func (t *pgTx) RemoveAll(ctx context.Context, p vfs.Path) error {
 	if err := t.beforeChange(ctx); err != nil {
 		return err
 	}
@@ -619,7 +620,7 @@ func (t *pgTx) RemoveAll(ctx context.Context, p Path) error {
 }
 
 // RemoveDir deletes the directory at p if it is empty.
-func (t *pgTx) RemoveDir(ctx context.Context, p Path) error {
+func (t *pgTx) RemoveDir(ctx context.Context, p vfs.Path) error {
 	if err := t.beforeChange(ctx); err != nil {
 		return err
 	}
@@ -644,6 +645,6 @@ func (t *pgTx) RemoveDir(ctx context.Context, p Path) error {
 }
 
 var (
-	_ Storage = (*PostgresStorage)(nil)
-	_ Txn     = (*pgTx)(nil)
+	_ vfs.Storage = (*Storage)(nil)
+	_ vfs.Txn     = (*pgTx)(nil)
 )

@@ -1,4 +1,4 @@
-package vfs_test
+package postgres_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -36,7 +37,7 @@ func TestPostgresHistoryConformance(t *testing.T) {
 func TestPostgresChangesAreAnnounced(t *testing.T) {
 	ctx := context.Background()
 	dsn, name := vfstest.PostgresDSN(t), vfstest.UniqueName(t)
-	dbA, err := vfs.OpenPostgres(ctx, dsn, true)
+	dbA, err := postgres.Open(ctx, dsn, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestPostgresChangesAreAnnounced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dbB, err := vfs.OpenPostgres(ctx, dsn, false)
+	dbB, err := postgres.Open(ctx, dsn, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-package vfs
+package postgres
 
 import (
 	"context"
 	"errors"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,13 +14,13 @@ import (
 // files and their history commit together or not at all.
 type pgHistory struct {
 	tx  *pgTx
-	cfg HistoryConfig
+	cfg vfs.HistoryConfig
 	seq uint64
 	ids []int64 // the rows of the operation Record announced last
 }
 
 // Keep stores content under its digest unless it is there.
-func (h *pgHistory) Keep(ctx context.Context, d Digest, data []byte) error {
+func (h *pgHistory) Keep(ctx context.Context, d vfs.Digest, data []byte) error {
 	if d.IsZero() {
 		return nil
 	}
@@ -38,9 +39,9 @@ func (h *pgHistory) Keep(ctx context.Context, d Digest, data []byte) error {
 }
 
 // Record writes the versions of the next operation, under the transaction's number.
-func (h *pgHistory) Record(ctx context.Context, vs []Version) error {
+func (h *pgHistory) Record(ctx context.Context, vs []vfs.Version) error {
 	if !h.tx.write {
-		return ErrReadOnlyTx
+		return vfs.ErrReadOnlyTx
 	}
 	if h.seq == 0 {
 		var seq int64
@@ -49,7 +50,7 @@ func (h *pgHistory) Record(ctx context.Context, vs []Version) error {
 		}
 		h.seq = uint64(seq)
 	}
-	now := h.cfg.now().UTC()
+	now := h.cfg.Clock().UTC()
 	h.ids = h.ids[:0]
 	for i := range vs {
 		v := &vs[i]
@@ -67,7 +68,7 @@ func (h *pgHistory) Record(ctx context.Context, vs []Version) error {
 }
 
 // insert writes one version as it is and returns its row's id.
-func (h *pgHistory) insert(ctx context.Context, v *Version) (int64, error) {
+func (h *pgHistory) insert(ctx context.Context, v *vfs.Version) (int64, error) {
 	var redactedBy *string
 	var redactedTime *time.Time
 	var redactedNs int
@@ -86,9 +87,9 @@ func (h *pgHistory) insert(ctx context.Context, v *Version) (int64, error) {
 
 // Import gives a store whose history is empty the versions vs, as they are (numbers, times
 // and redactions included); the contents they name are Kept first.
-func (h *pgHistory) Import(ctx context.Context, vs []Version) error {
+func (h *pgHistory) Import(ctx context.Context, vs []vfs.Version) error {
 	if !h.tx.write {
-		return ErrReadOnlyTx
+		return vfs.ErrReadOnlyTx
 	}
 	var n int64
 	if err := h.tx.tx.QueryRow(ctx, "SELECT count(*) FROM memory_mcp_versions WHERE store = $1", h.tx.s.id).Scan(&n); err != nil {
@@ -110,10 +111,10 @@ func (h *pgHistory) Import(ctx context.Context, vs []Version) error {
 
 // Settle removes the versions of an operation that failed. A failed statement changes
 // nothing in PostgreSQL, so a Partial failure (a directory delete) changed nothing either.
-func (h *pgHistory) Settle(ctx context.Context, outcome Outcome) error {
+func (h *pgHistory) Settle(ctx context.Context, outcome vfs.Outcome) error {
 	ids := h.ids
 	h.ids = nil
-	if outcome == Done || len(ids) == 0 {
+	if outcome == vfs.Done || len(ids) == 0 {
 		return nil
 	}
 	_, err := h.tx.tx.Exec(ctx, "DELETE FROM memory_mcp_versions WHERE store = $1 AND id = ANY($2)", h.tx.s.id, ids)
@@ -124,12 +125,12 @@ func (h *pgHistory) Settle(ctx context.Context, outcome Outcome) error {
 func (h *pgHistory) Seq() uint64 { return h.seq }
 
 // Versions returns every version, oldest first.
-func (h *pgHistory) Versions(ctx context.Context) ([]Version, error) {
+func (h *pgHistory) Versions(ctx context.Context) ([]vfs.Version, error) {
 	vs, _, err := h.versions(ctx)
 	return vs, err
 }
 
-func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
+func (h *pgHistory) versions(ctx context.Context) ([]vfs.Version, []int64, error) {
 	rows, err := h.tx.tx.Query(ctx, `SELECT id, seq, time, time_ns, actor, command, kind, path, new_path, size, sha256, prev_size, prev,
 		redacted_by, redacted_time, redacted_ns, prev_redacted FROM memory_mcp_versions WHERE store = $1 ORDER BY seq, id`, h.tx.s.id)
 	if err != nil {
@@ -137,12 +138,12 @@ func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
 	}
 	defer rows.Close()
 	var (
-		vs  []Version
+		vs  []vfs.Version
 		ids []int64
 	)
 	for rows.Next() {
 		var (
-			v            Version
+			v            vfs.Version
 			id, seq      int64
 			kind         string
 			sum, prev    []byte
@@ -154,11 +155,11 @@ func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
 			&redactedBy, &redactedTime, &rns, &v.PrevRedacted); err != nil {
 			return nil, nil, err
 		}
-		v.Seq, v.Kind, v.Time = uint64(seq), ChangeKind(kind), v.Time.UTC().Add(time.Duration(ns))
+		v.Seq, v.Kind, v.Time = uint64(seq), vfs.ChangeKind(kind), v.Time.UTC().Add(time.Duration(ns))
 		copy(v.SHA256[:], sum)
 		copy(v.Prev[:], prev)
 		if redactedBy != nil && redactedTime != nil {
-			v.Redacted = &Redaction{By: *redactedBy, Time: redactedTime.UTC().Add(time.Duration(rns))}
+			v.Redacted = &vfs.Redaction{By: *redactedBy, Time: redactedTime.UTC().Add(time.Duration(rns))}
 		}
 		vs = append(vs, v)
 		ids = append(ids, id)
@@ -167,11 +168,11 @@ func (h *pgHistory) versions(ctx context.Context) ([]Version, []int64, error) {
 }
 
 // Content returns the content with digest d.
-func (h *pgHistory) Content(ctx context.Context, d Digest) ([]byte, error) {
+func (h *pgHistory) Content(ctx context.Context, d vfs.Digest) ([]byte, error) {
 	var data []byte
 	err := h.tx.tx.QueryRow(ctx, "SELECT data FROM memory_mcp_contents WHERE store = $1 AND sha256 = $2", h.tx.s.id, d[:]).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNoContent
+		return nil, vfs.ErrNoContent
 	}
 	if data == nil && err == nil {
 		data = []byte{}
@@ -180,9 +181,9 @@ func (h *pgHistory) Content(ctx context.Context, d Digest) ([]byte, error) {
 }
 
 // Redact purges the content with digest d and marks the versions that named it.
-func (h *pgHistory) Redact(ctx context.Context, d Digest, r Redaction) (int, error) {
+func (h *pgHistory) Redact(ctx context.Context, d vfs.Digest, r vfs.Redaction) (int, error) {
 	if !h.tx.write {
-		return 0, ErrReadOnlyTx
+		return 0, vfs.ErrReadOnlyTx
 	}
 	tag, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_versions SET sha256 = NULL, redacted_by = $3, redacted_time = $4, redacted_ns = $5 WHERE store = $1 AND sha256 = $2",
 		h.tx.s.id, d[:], r.By, r.Time, r.Time.Nanosecond()%1000)
@@ -208,12 +209,12 @@ func (h *pgHistory) dropContents(ctx context.Context, cond string, args ...any) 
 }
 
 // pruneIfDue prunes the history by its limits when something may be over them: at a
-// process's first change, every pruneEvery versions, and whenever the contents are over
+// process's first change, every vfs.PruneEvery versions, and whenever the contents are over
 // budget, a version is older than the age limit, or a file has more versions than allowed.
 func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 	s := h.tx.s
 	s.mu.Lock()
-	due := !s.pruned || s.since >= pruneEvery
+	due := !s.pruned || s.since >= vfs.PruneEvery
 	s.mu.Unlock()
 	if !due && h.cfg.MaxBytes > 0 {
 		var bytes int64
@@ -227,7 +228,7 @@ func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 		if err := h.tx.tx.QueryRow(ctx, "SELECT min(time) FROM memory_mcp_versions WHERE store = $1", s.id).Scan(&oldest); err != nil {
 			return err
 		}
-		due = oldest != nil && h.cfg.now().Sub(*oldest) > h.cfg.MaxAge
+		due = oldest != nil && h.cfg.Clock().Sub(*oldest) > h.cfg.MaxAge
 	}
 	if !due && h.cfg.MaxVersions > 0 {
 		var most int
@@ -245,13 +246,13 @@ func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kept, _ := h.cfg.Prune(vs, h.cfg.now())
+	kept, _ := h.cfg.Prune(vs, h.cfg.Clock())
 	if len(kept) < len(vs) {
 		// Prune returns copies: match them back to their rows by what identifies a version.
 		type key struct {
 			seq           uint64
 			path, newPath string
-			kind          ChangeKind
+			kind          vfs.ChangeKind
 		}
 		want := map[key]int{}
 		for _, v := range kept {
@@ -280,7 +281,7 @@ func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 }
 
 // digestArg is a digest as a column value: NULL for none.
-func digestArg(d Digest) any {
+func digestArg(d vfs.Digest) any {
 	if d.IsZero() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package vfs
+package postgres
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PostgresSessions keeps the Streamable HTTP sessions of every replica in the database
+// Sessions keeps the Streamable HTTP sessions of every replica in the database
 // (package server's SessionStore), so that a client whose requests land on different
 // replicas keeps its session, and a session ended on one replica (deleted, idle, evicted)
 // is ended on all.
-type PostgresSessions struct{ db *PostgresDB }
+type Sessions struct{ db *DB }
 
 // Sessions returns the database's session table.
-func (db *PostgresDB) Sessions() *PostgresSessions { return &PostgresSessions{db: db} }
+func (db *DB) Sessions() *Sessions { return &Sessions{db: db} }
 
 // sessionsLock serialises the changes of the session table that count sessions (a bigint
 // advisory key, a key space apart from the stores' two-int keys).
@@ -29,7 +29,7 @@ const touchEvery = time.Minute
 
 // Key returns the key that signs session ids, the same for every replica of the database
 // (made by the first replica that asks).
-func (ps *PostgresSessions) Key(ctx context.Context) ([]byte, error) {
+func (ps *Sessions) Key(ctx context.Context) ([]byte, error) {
 	key := make([]byte, 32)
 	rand.Read(key)
 	if _, err := ps.db.pool.Exec(ctx, "INSERT INTO memory_mcp_keys (name, key) VALUES ('session-ids', $1) ON CONFLICT (name) DO NOTHING", key); err != nil {
@@ -41,7 +41,7 @@ func (ps *PostgresSessions) Key(ctx context.Context) ([]byte, error) {
 
 // Add records a new session of tenant. When the tenant has maxPerTenant sessions, or all
 // tenants max, the least recently used ones are removed to make room; Add returns them.
-func (ps *PostgresSessions) Add(ctx context.Context, id, tenant string, now time.Time, max, maxPerTenant int) (evicted []string, err error) {
+func (ps *Sessions) Add(ctx context.Context, id, tenant string, now time.Time, max, maxPerTenant int) (evicted []string, err error) {
 	tx, err := ps.db.pool.Begin(ctx)
 	if err != nil {
 		return nil, pgErr(ctx, err)
@@ -78,7 +78,7 @@ func (ps *PostgresSessions) Add(ctx context.Context, id, tenant string, now time
 
 // Touch records a use of session id at now, and reports whether it is a session of
 // tenant that was used within idle; an idle one is removed (ended).
-func (ps *PostgresSessions) Touch(ctx context.Context, id, tenant string, now time.Time, idle time.Duration) (ok bool, err error) {
+func (ps *Sessions) Touch(ctx context.Context, id, tenant string, now time.Time, idle time.Duration) (ok bool, err error) {
 	var owner string
 	var last time.Time
 	err = ps.db.pool.QueryRow(ctx, "SELECT tenant, last_seen FROM memory_mcp_sessions WHERE id = $1", id).Scan(&owner, &last)
@@ -98,13 +98,13 @@ func (ps *PostgresSessions) Touch(ctx context.Context, id, tenant string, now ti
 }
 
 // Remove ends session id.
-func (ps *PostgresSessions) Remove(ctx context.Context, id string) error {
+func (ps *Sessions) Remove(ctx context.Context, id string) error {
 	_, err := ps.db.pool.Exec(ctx, "DELETE FROM memory_mcp_sessions WHERE id = $1", id)
 	return pgErr(ctx, err)
 }
 
 // Sweep ends the sessions unused since before, and returns them.
-func (ps *PostgresSessions) Sweep(ctx context.Context, before time.Time) ([]string, error) {
+func (ps *Sessions) Sweep(ctx context.Context, before time.Time) ([]string, error) {
 	rows, err := ps.db.pool.Query(ctx, "DELETE FROM memory_mcp_sessions WHERE last_seen < $1 RETURNING id", before)
 	if err != nil {
 		return nil, pgErr(ctx, err)

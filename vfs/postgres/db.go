@@ -1,9 +1,15 @@
-package vfs
+// Package postgres is memory-mcp's PostgreSQL backend: stores (and their history) as rows
+// of a database that several processes, on several machines, serve at once, each command
+// one transaction under the store's advisory lock; and the table of Streamable HTTP
+// sessions those processes share. It implements vfs.Storage and runs the conformance
+// suites of vfs/vfstest; only the command (package main) links it, and with it pgx.
+package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"io"
 	"net"
 	"strconv"
@@ -17,11 +23,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// PostgresDB is one PostgreSQL database that holds stores: a connection pool that all its
+// DB is one PostgreSQL database that holds stores: a connection pool that all its
 // stores share, and the one connection that listens for changes (LISTEN/NOTIFY) on behalf
 // of every store of this process that is watched. A process opens it once, however many
 // tenants' stores it serves.
-type PostgresDB struct {
+type DB struct {
 	pool    *pgxpool.Pool
 	connCfg *pgx.ConnConfig
 
@@ -40,10 +46,10 @@ const changeChannel = "memory_mcp_changes"
 // reads of many concurrent calls (changes to one store wait for its lock in turn anyway).
 const defaultMaxConns = 16
 
-// OpenPostgres connects to the database of dsn (a postgres:// URL or key/value DSN; PG*
+// Open connects to the database of dsn (a postgres:// URL or key/value DSN; PG*
 // environment variables fill in what it leaves out). With migrateSchema the schema is
 // brought up to date first.
-func OpenPostgres(ctx context.Context, dsn string, migrateSchema bool) (*PostgresDB, error) {
+func Open(ctx context.Context, dsn string, migrateSchema bool) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("-dsn: %w", err)
@@ -55,7 +61,7 @@ func OpenPostgres(ctx context.Context, dsn string, migrateSchema bool) (*Postgre
 	if err != nil {
 		return nil, err
 	}
-	db := &PostgresDB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}}
+	db := &DB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}}
 	if migrateSchema {
 		if _, err := migrate(ctx, pool); err != nil {
 			pool.Close()
@@ -67,7 +73,7 @@ func OpenPostgres(ctx context.Context, dsn string, migrateSchema bool) (*Postgre
 
 // Close stops the listener and closes the pool; the stores opened from db must be closed
 // (or no longer used) first.
-func (db *PostgresDB) Close() {
+func (db *DB) Close() {
 	db.mu.Lock()
 	db.closed = true
 	stop, done := db.stop, db.done
@@ -80,18 +86,18 @@ func (db *PostgresDB) Close() {
 }
 
 // Store opens the store named name, creating it if needed.
-func (db *PostgresDB) Store(ctx context.Context, name string, opts ...Option) (*Store, error) {
+func (db *DB) Store(ctx context.Context, name string, opts ...vfs.Option) (*vfs.Store, error) {
 	st, err := db.Storage(ctx, name, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return NewStore(st), nil
+	return vfs.NewStore(st), nil
 }
 
 // Storage is Store's storage.
-func (db *PostgresDB) Storage(ctx context.Context, name string, opts ...Option) (*PostgresStorage, error) {
-	o := collect(opts)
-	s := &PostgresStorage{db: db, readOnly: o.readOnly, history: o.historyConfig()}
+func (db *DB) Storage(ctx context.Context, name string, opts ...vfs.Option) (*Storage, error) {
+	o := vfs.ReadOptions(opts...)
+	s := &Storage{db: db, readOnly: o.ReadOnly, history: o.History}
 	// A read-only store that does not exist yet is made too, empty, as the os backend makes
 	// a read-only tenant's missing directory: the row is bookkeeping, not memory.
 	if _, err := db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err != nil {
@@ -109,7 +115,7 @@ func (db *PostgresDB) Storage(ctx context.Context, name string, opts ...Option) 
 // watch returns a channel that receives (without blocking the sender, so at most one is
 // pending) whenever the store id may have changed: a change committed by any process, or
 // the listener reconnecting after it could have missed some. stop ends it.
-func (db *PostgresDB) watch(id int64) (<-chan struct{}, func()) {
+func (db *DB) watch(id int64) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -133,7 +139,7 @@ func (db *PostgresDB) watch(id int64) (<-chan struct{}, func()) {
 }
 
 // wake signals the watchers of store id, or of every store when all is set.
-func (db *PostgresDB) wake(id int64, all bool) {
+func (db *DB) wake(id int64, all bool) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for sid, chans := range db.watchers {
@@ -151,7 +157,7 @@ func (db *PostgresDB) wake(id int64, all bool) {
 // listen holds a connection of its own that LISTENs for changes, reconnecting with a
 // growing pause (at most 5 s) when it is lost, until ctx is done. After each (re)connect
 // every watcher is woken, since changes may have been made while nobody listened.
-func (db *PostgresDB) listen(ctx context.Context, done chan struct{}) {
+func (db *DB) listen(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	pause := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -180,11 +186,6 @@ func (db *PostgresDB) listen(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// ErrUnavailable marks a failure to reach the database: it is down, restarting, or the
-// network to it is broken. The call fails with a neutral reason, and a later one works as
-// soon as the database is back (the pool reconnects by itself).
-var ErrUnavailable = errors.New("the database is unavailable")
-
 // pgErr turns an error of a call into ctx's error when ctx is done (the call was cancelled
 // or ran out of time), and marks the errors that mean the database cannot be reached with
 // ErrUnavailable.
@@ -196,7 +197,7 @@ func pgErr(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	if unreachable(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", vfs.ErrUnavailable, err)
 	}
 	return err
 }
@@ -221,7 +222,7 @@ func unreachable(err error) bool {
 // Claim reports whether this process may run task on the store now: at most one process
 // of all that share the database wins a claim within every period (the database's clock
 // decides). Expiry claims each sweep, so that one replica at a time sweeps a store.
-func (s *PostgresStorage) Claim(ctx context.Context, task string, every time.Duration) (bool, error) {
+func (s *Storage) Claim(ctx context.Context, task string, every time.Duration) (bool, error) {
 	if task != "expiry" {
 		return false, fmt.Errorf("vfs: unknown task %q", task)
 	}
