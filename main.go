@@ -42,6 +42,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/webui"
 )
@@ -684,7 +685,7 @@ func openStore(c *config, sub string, readOnly bool, getenv func(string) string)
 	}
 	switch c.backend {
 	case "memory":
-		return vfs.NewMemoryStore(opts...), "memory", nil
+		return files.NewMemoryStore(opts...), "memory", nil
 	case "postgres":
 		name := c.store
 		if sub != "" {
@@ -699,7 +700,7 @@ func openStore(c *config, sub string, readOnly bool, getenv func(string) string)
 		if upper != "" {
 			upper = filepath.Join(upper, sub)
 		}
-		s, err := vfs.OpenOverlayStore(lower, upper, opts...)
+		s, err := files.OpenOverlayStore(lower, upper, opts...)
 		if upper == "" {
 			upper = "memory"
 		}
@@ -719,7 +720,7 @@ func openStore(c *config, sub string, readOnly bool, getenv func(string) string)
 			return nil, "", err
 		}
 	}
-	s, err := vfs.OpenOSStore(root, opts...)
+	s, err := files.OpenOSStore(root, opts...)
 	return s, root, err
 }
 

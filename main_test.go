@@ -22,7 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memory-mcp/memory-mcp/server"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -439,7 +439,7 @@ func TestSIGTERMDuringSlowCall(t *testing.T) {
 	p := startHTTP(t, "http", "-root", root)
 	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, "")
 
-	lock, err := vfs.NewOSFs(root)
+	lock, err := files.NewOSFs(root)
 	if err != nil {
 		t.Fatal(err)
 	}

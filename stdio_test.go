@@ -16,7 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // stdioBatch is a client that writes its requests and closes stdin at once: an initialize,
@@ -179,7 +179,7 @@ func TestStdioCancelAndReadWhileACallWaits(t *testing.T) {
 
 func cancelAndReadWhileACallWaits(t *testing.T, inR io.Reader, inW io.WriteCloser) {
 	root := t.TempDir()
-	lock, err := vfs.NewOSFs(root)
+	lock, err := files.NewOSFs(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -24,14 +25,14 @@ import (
 // that every command is exercised on entries that exist only there.
 type backend struct {
 	name string
-	open func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture
+	open func(t testing.TB, seed map[string][]byte, wrap func(files.FS) files.FS) *fixture
 }
 
 // fixture is an opened backend: the store, the filesystem under it (without the test's
 // wrapper), and the host directories whose paths must never show in any output.
 type fixture struct {
 	store    *vfs.Store
-	fs       vfs.FS // nil for the database backend
+	fs       files.FS // nil for the database backend
 	hostDirs []string
 	lowerDir string // the overlays' lower layer, which must never change
 }
@@ -76,7 +77,7 @@ func (fx *fixture) tree(t testing.TB) map[string][]byte {
 // postgresBackend is a store in the test PostgreSQL cluster, seeded through the storage (an
 // empty directory by creating a file in it and deleting that). It is not among backends():
 // those are the afero filesystems, which the fault and concurrency tests reach into.
-var postgresBackend = backend{"postgres", func(t testing.TB, seed map[string][]byte, _ func(vfs.FS) vfs.FS) *fixture {
+var postgresBackend = backend{"postgres", func(t testing.TB, seed map[string][]byte, _ func(files.FS) files.FS) *fixture {
 	st := vfstest.PostgresStorage(t)
 	ctx := context.Background()
 	tx, err := st.Begin(ctx, true)
@@ -105,58 +106,58 @@ var postgresBackend = backend{"postgres", func(t testing.TB, seed map[string][]b
 
 func backends() []backend {
 	return []backend{
-		{"os", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
+		{"os", func(t testing.TB, seed map[string][]byte, wrap func(files.FS) files.FS) *fixture {
 			dir := filepath.Join(t.TempDir(), "store")
 			writeHostTree(t, dir, seed)
-			osfs, err := vfs.NewOSFs(dir)
+			osfs, err := files.NewOSFs(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { osfs.Close() })
-			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(osfs))), fs: osfs, hostDirs: []string{dir}}
+			return &fixture{store: vfs.NewStore(files.NewAferoStorage(wrap(osfs))), fs: osfs, hostDirs: []string{dir}}
 		}},
-		{"memory", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
-			m := vfs.NewMemFs()
+		{"memory", func(t testing.TB, seed map[string][]byte, wrap func(files.FS) files.FS) *fixture {
+			m := files.NewMemFs()
 			writeAferoTree(t, m, seed)
-			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(m))), fs: m}
+			return &fixture{store: vfs.NewStore(files.NewAferoStorage(wrap(m))), fs: m}
 		}},
-		{"overlay", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
+		{"overlay", func(t testing.TB, seed map[string][]byte, wrap func(files.FS) files.FS) *fixture {
 			lowerDir := filepath.Join(t.TempDir(), "lower")
 			upperDir := filepath.Join(t.TempDir(), "upper")
 			writeHostTree(t, lowerDir, seed)
-			lower, err := vfs.NewReadOnlyOSFs(lowerDir)
+			lower, err := files.NewReadOnlyOSFs(lowerDir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			upper, err := vfs.NewOSFs(upperDir)
+			upper, err := files.NewOSFs(upperDir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { lower.Close(); upper.Close() })
-			ov, err := vfs.NewOverlayFs(lower, upper)
+			ov, err := files.NewOverlayFs(lower, upper)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(ov))), fs: ov, hostDirs: []string{lowerDir, upperDir}, lowerDir: lowerDir}
+			return &fixture{store: vfs.NewStore(files.NewAferoStorage(wrap(ov))), fs: ov, hostDirs: []string{lowerDir, upperDir}, lowerDir: lowerDir}
 		}},
-		{"overlay-mem", func(t testing.TB, seed map[string][]byte, wrap func(vfs.FS) vfs.FS) *fixture {
+		{"overlay-mem", func(t testing.TB, seed map[string][]byte, wrap func(files.FS) files.FS) *fixture {
 			lowerDir := filepath.Join(t.TempDir(), "lower")
 			writeHostTree(t, lowerDir, seed)
-			lower, err := vfs.NewReadOnlyOSFs(lowerDir)
+			lower, err := files.NewReadOnlyOSFs(lowerDir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { lower.Close() })
-			ov, err := vfs.NewOverlayFs(lower, vfs.NewMemFs())
+			ov, err := files.NewOverlayFs(lower, files.NewMemFs())
 			if err != nil {
 				t.Fatal(err)
 			}
-			return &fixture{store: vfs.NewStore(vfs.NewAferoStorage(wrap(ov))), fs: ov, hostDirs: []string{lowerDir}, lowerDir: lowerDir}
+			return &fixture{store: vfs.NewStore(files.NewAferoStorage(wrap(ov))), fs: ov, hostDirs: []string{lowerDir}, lowerDir: lowerDir}
 		}},
 	}
 }
 
-func noWrap(fsys vfs.FS) vfs.FS { return fsys }
+func noWrap(fsys files.FS) files.FS { return fsys }
 
 func sortedNames(seed map[string][]byte) []string {
 	names := make([]string, 0, len(seed))
@@ -291,10 +292,10 @@ func hashDir(t testing.TB, dir string) string {
 
 // faultFs makes one kind of operation fail with a given error, or panic, to drive the
 // storage-failure paths of docs/behaviour.md §4. It embeds the filesystem it wraps, so every
-// method of the vfs.FS contract it does not override is the wrapped filesystem's own: the
+// method of the files.FS contract it does not override is the wrapped filesystem's own: the
 // store runs the same code as in production, only the faulty operation differs.
 type faultFs struct {
-	vfs.FS
+	files.FS
 	op  string // "read", "write", "rename", "remove", "mkdir", "stat"
 	err error  // nil: panic instead
 }
@@ -321,7 +322,7 @@ func (f *faultFs) Open(name string) (afero.File, error) {
 	return f.FS.Open(name)
 }
 
-func (f *faultFs) OpenDir(name string) (vfs.DirHandle, error) {
+func (f *faultFs) OpenDir(name string) (files.DirHandle, error) {
 	if err := f.fail("read", name); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // benchBackends are the stores the benchmarks run on: memory shows the handlers' own cost,
@@ -195,7 +196,7 @@ func BenchmarkListingDepth(b *testing.B) {
 					os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), []byte("12345"), 0o600)
 				}
 			}
-			s, err := vfs.OpenOSStore(dir)
+			s, err := files.OpenOSStore(dir)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -267,7 +268,7 @@ func BenchmarkTwoProcesses(b *testing.B) {
 		}
 	}
 	open := func() *handlers.Handlers {
-		s, err := vfs.OpenOSStore(dir)
+		s, err := files.OpenOSStore(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -304,7 +305,7 @@ func BenchmarkTwoProcesses(b *testing.B) {
 // store holds. The history is off, so that its pruning passes (which read every version,
 // once per 1,000 changes) do not blur what the backend costs.
 func BenchmarkMemoryBackend50k(b *testing.B) {
-	s := vfs.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true}))
+	s := files.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true}))
 	err := s.Update(context.Background(), func(tx *vfs.Tx) error {
 		for i := range 50_000 {
 			if err := tx.CreateFile(vfs.MustResolve(fmt.Sprintf("/memories/d%03d/f%d.md", i%500, i)), []byte("a memory")); err != nil {
@@ -373,7 +374,7 @@ func createAndEdit(h *handlers.Handlers, p string) string {
 // (durableWays).
 func BenchmarkDurableChange(b *testing.B) {
 	for _, way := range durableWays {
-		s, err := vfs.OpenOSStore(b.TempDir(), way.opts...)
+		s, err := files.OpenOSStore(b.TempDir(), way.opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -397,7 +398,7 @@ func BenchmarkDurableChange(b *testing.B) {
 // commit) and none holds the store's lock across one. It reports changes/s.
 func BenchmarkDurableWriters32(b *testing.B) {
 	for _, way := range durableWays {
-		s, err := vfs.OpenOSStore(b.TempDir(), way.opts...)
+		s, err := files.OpenOSStore(b.TempDir(), way.opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

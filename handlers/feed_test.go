@@ -14,6 +14,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 func sum(s string) vfs.Digest { return vfs.DigestOf([]byte(s)) }
@@ -181,7 +182,7 @@ func TestChangeFeedExpiry(t *testing.T) {
 // /memories changed", through the change counter, while this process is idle (Watch).
 func TestChangeFeedOtherProcess(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	store, err := vfs.OpenOSStore(dir)
+	store, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestChangeFeedOtherProcess(t *testing.T) {
 // A subscriber that does not read never holds back a writer: its batches are dropped and
 // counted.
 func TestChangeFeedSlowSubscriber(t *testing.T) {
-	store := vfs.NewMemoryStore()
+	store := files.NewMemoryStore()
 	slow := store.Subscribe(1)
 	defer slow.Close()
 	h := handlers.New(store, handlers.DefaultLimits())
@@ -248,7 +249,7 @@ func TestChangeFeedSlowSubscriber(t *testing.T) {
 
 // secondRemoveFails lets the first RemoveAll through and fails the next ones.
 type secondRemoveFails struct {
-	vfs.FS
+	files.FS
 	n int
 }
 
@@ -264,7 +265,7 @@ func (f *secondRemoveFails) RemoveAll(name string) error {
 func TestChangeFeedKeptAfterFailure(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
-			fx := b.open(t, map[string][]byte{"old/a.md": []byte("aa"), "old/b.md": []byte("b")}, func(fsys vfs.FS) vfs.FS { return &secondRemoveFails{FS: fsys} })
+			fx := b.open(t, map[string][]byte{"old/a.md": []byte("aa"), "old/b.md": []byte("b")}, func(fsys files.FS) files.FS { return &secondRemoveFails{FS: fsys} })
 			now := time.Unix(2_000_000, 0)
 			fx.store.TrackAccess(func() time.Time { return now })
 			ctx := context.Background()
@@ -290,7 +291,7 @@ func TestChangeFeedKeptAfterFailure(t *testing.T) {
 // audit line's sums), but no digests: nobody needs them, and a delete then reads nothing.
 func TestChangeFeedNoSubscriber(t *testing.T) {
 	// Without history either: then nothing needs the digests.
-	store := vfs.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true}))
+	store := files.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true}))
 	h := handlers.New(store, handlers.DefaultLimits())
 	ctx := context.Background()
 	h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/d/a.md", "file_text": "abc"})

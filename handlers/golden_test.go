@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"golang.org/x/tools/txtar"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
@@ -119,7 +119,7 @@ func runScenario(t *testing.T, file string) {
 		t.Run(b.name, func(t *testing.T) {
 			wrap := noWrap
 			if cfg.Fail != nil {
-				wrap = func(fsys vfs.FS) vfs.FS {
+				wrap = func(fsys files.FS) files.FS {
 					return &faultFs{FS: fsys, op: cfg.Fail.Op, err: errnos[cfg.Fail.Errno]}
 				}
 			}

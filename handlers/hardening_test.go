@@ -12,11 +12,12 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 func openOS(t *testing.T, dir string, opts ...vfs.Option) *vfs.Store {
 	t.Helper()
-	s, err := vfs.OpenOSStore(dir, opts...)
+	s, err := files.OpenOSStore(dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestFIFOSwap(t *testing.T) {
 // returns what releases it.
 func holdLock(t *testing.T, dir string) (unlock func()) {
 	t.Helper()
-	other, err := vfs.NewOSFs(dir)
+	other, err := files.NewOSFs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestWriterFairness(t *testing.T) {
 // The typed Go API goes through the same guard as Call: read-only, a done context.
 func TestTypedCommandsAreGuarded(t *testing.T) {
 	ctx := context.Background()
-	s := vfs.NewMemoryStore()
+	s := files.NewMemoryStore()
 	ro := handlers.New(s, handlers.DefaultLimits(), handlers.ReadOnly())
 	for name, res := range map[string]handlers.Result{
 		"create":      ro.Create(ctx, handlers.CreateArgs{Path: "/memories/a.md", FileText: "x"}),
@@ -280,7 +281,7 @@ func TestTypedCommandsAreGuarded(t *testing.T) {
 		t.Errorf("something was written: %s", res.Text)
 	}
 	// A read-only store makes its handlers read-only, whatever the options.
-	if res := handlers.New(vfs.NewMemoryStore(vfs.ReadOnly()), handlers.DefaultLimits()).Create(ctx, handlers.CreateArgs{Path: "/memories/a.md", FileText: "x"}); res.Text != "Error: The memory store is read-only" {
+	if res := handlers.New(files.NewMemoryStore(vfs.ReadOnly()), handlers.DefaultLimits()).Create(ctx, handlers.CreateArgs{Path: "/memories/a.md", FileText: "x"}); res.Text != "Error: The memory store is read-only" {
 		t.Errorf("create on a read-only store: %q", res.Text)
 	}
 }
@@ -289,7 +290,7 @@ func TestTypedCommandsAreGuarded(t *testing.T) {
 // (run with -race).
 func TestConcurrentUsage(t *testing.T) {
 	for range 20 {
-		s := vfs.NewMemoryStore()
+		s := files.NewMemoryStore()
 		s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a"), []byte("abc")) })
 		s.Update(context.Background(), func(tx *vfs.Tx) error { return errors.New("a failed change forgets the total") })
 		var wg sync.WaitGroup
@@ -310,10 +311,10 @@ func TestConcurrentUsage(t *testing.T) {
 // Expire on a store that records no access is an error, not a crash; on a read-only store it
 // touches nothing.
 func TestExpireWithoutTracking(t *testing.T) {
-	if _, err := vfs.NewMemoryStore().Expire(context.Background(), time.Hour, false); !errors.Is(err, vfs.ErrNotTracked) {
+	if _, err := files.NewMemoryStore().Expire(context.Background(), time.Hour, false); !errors.Is(err, vfs.ErrNotTracked) {
 		t.Errorf("untracked: %v", err)
 	}
-	ro := vfs.NewMemoryStore(vfs.ReadOnly())
+	ro := files.NewMemoryStore(vfs.ReadOnly())
 	ro.TrackAccess(time.Now)
 	if _, err := ro.Expire(context.Background(), time.Hour, false); !errors.Is(err, vfs.ErrReadOnlyStore) {
 		t.Errorf("read-only: %v", err)
@@ -395,7 +396,7 @@ func TestBrokenBookkeepingIsAStorageFailure(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, ".memory-mcp-history", "log"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s, err := vfs.OpenOSStore(dir)
+	s, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

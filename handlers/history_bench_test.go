@@ -14,16 +14,17 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // openHistoryBench opens an empty store on backend with the default history, or none.
 func openHistoryBench(b *testing.B, backend string, history bool) *handlers.Handlers {
 	cfg := vfs.DefaultHistory
 	cfg.Off = !history
-	st := vfs.NewMemoryStore(vfs.WithHistory(cfg))
+	st := files.NewMemoryStore(vfs.WithHistory(cfg))
 	if backend == "os" {
 		var err error
-		if st, err = vfs.OpenOSStore(filepath.Join(b.TempDir(), "m"), vfs.WithHistory(cfg)); err != nil {
+		if st, err = files.OpenOSStore(filepath.Join(b.TempDir(), "m"), vfs.WithHistory(cfg)); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { st.Close() })
@@ -93,8 +94,8 @@ func historyStore(b *testing.B, backend string) (*handlers.Handlers, time.Time) 
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := start
 	cfg := vfs.HistoryConfig{Now: func() time.Time { return clock }}
-	mfs := vfs.NewMemFs()
-	h := handlers.New(vfs.NewStore(vfs.NewAferoStorage(mfs, vfs.WithHistory(cfg))), handlers.DefaultLimits())
+	mfs := files.NewMemFs()
+	h := handlers.New(vfs.NewStore(files.NewAferoStorage(mfs, vfs.WithHistory(cfg))), handlers.DefaultLimits())
 	ctx := context.Background()
 	for i := 0; i < 10000; i++ {
 		clock = clock.Add(time.Minute)
@@ -136,7 +137,7 @@ func historyStore(b *testing.B, backend string) (*handlers.Handlers, time.Time) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := vfs.OpenOSStore(dir, vfs.WithHistory(cfg))
+	st, err := files.OpenOSStore(dir, vfs.WithHistory(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // childHistory makes random changes of every kind until it is killed: creates, edits,
@@ -63,7 +64,7 @@ func TestHistoryCrashConsistency(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 
-		s, err := vfs.OpenOSStore(dir)
+		s, err := files.OpenOSStore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +216,7 @@ func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 		<-read
 		cmd.Wait()
 
-		s, err := vfs.OpenOSStore(dir)
+		s, err := files.OpenOSStore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

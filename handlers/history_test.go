@@ -13,6 +13,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // historyScript is every command, a failure and a view (neither makes a version), on a
@@ -229,13 +230,13 @@ func TestHistoryReadOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "old.md"), []byte("from before\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := vfs.OpenOSStore(dir)
+	s, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runHistoryScript(t, handlers.New(s, handlers.DefaultLimits()))
 	s.Close()
-	ro, err := vfs.OpenOSStore(dir, vfs.ReadOnly())
+	ro, err := files.OpenOSStore(dir, vfs.ReadOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // The web page's operations on every backend: the tree with sizes and times, reading,
@@ -158,7 +159,7 @@ func TestSearchBound(t *testing.T) {
 // The resources' list is every file of the memory, however many: it is not cut where the
 // page's tree is.
 func TestFileListHasEveryFile(t *testing.T) {
-	store := vfs.NewMemoryStore()
+	store := files.NewMemoryStore()
 	n := handlers.MaxTreeEntries + 50
 	_, err := store.Apply(context.Background(), "create", func(tx *vfs.Tx) error {
 		for i := range n {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 func childHandlers() *handlers.Handlers {
-	s, err := vfs.OpenOSStore(os.Getenv("MEMORY_MCP_TEST_DIR"))
+	s, err := files.OpenOSStore(os.Getenv("MEMORY_MCP_TEST_DIR"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -235,7 +235,7 @@ func crashWhileRewriting(t *testing.T, size int, one bool, total, each string) {
 				t.Fatalf("round %d: %s holds neither its old nor its new content (%d bytes)", round, name, len(data))
 			}
 		}
-		s, err := vfs.OpenOSStore(dir)
+		s, err := files.OpenOSStore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +251,7 @@ func crashWhileRewriting(t *testing.T, size int, one bool, total, each string) {
 	}
 
 	// The next change sweeps what the crashes left behind.
-	s, err := vfs.OpenOSStore(dir)
+	s, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

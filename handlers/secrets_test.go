@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // Realistic credentials (the right formats, made-up values), each refused with its kind and
@@ -70,7 +70,7 @@ func TestSecretGuard(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tt := range refused {
-		h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
+		h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
 		a := "a "
 		if strings.ContainsAny(tt.kind[:1], "AEIOUaeiou") {
 			a = "an "
@@ -93,13 +93,13 @@ func TestSecretGuard(t *testing.T) {
 		}
 	}
 	for _, tt := range accepted {
-		h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
+		h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
 		if res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/x.md", "file_text": tt.text}); res.IsError {
 			t.Errorf("%s: refused: %s", tt.name, res.Text)
 		}
 	}
 	// With the guard off, a credential is stored like any text.
-	h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())
+	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
 	if res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/x.md", "file_text": rsa}); res.IsError {
 		t.Errorf("guard off: %s", res.Text)
 	}
@@ -107,7 +107,7 @@ func TestSecretGuard(t *testing.T) {
 
 // A read-only store refuses every change with the exact message and still serves view.
 func TestReadOnly(t *testing.T) {
-	h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits(), handlers.ReadOnly())
+	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.ReadOnly())
 	ctx := context.Background()
 	for _, call := range []map[string]any{
 		{"command": "create", "path": "/memories/a.md", "file_text": "x"},
@@ -132,7 +132,7 @@ func TestSecretGuardBypasses(t *testing.T) {
 	ctx := context.Background()
 	const token = "ghp_R7xK2mP9qL4vN8wT3yB6cF1hJ5sD0gA2eZ4u"
 	newH := func() *handlers.Handlers {
-		return handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
+		return handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
 	}
 	refusedText := "Error: The text contains what looks like a GitHub token on line 2; memory files must not store credentials. Remove it and try again."
 	refusedPath := "Error: The path contains what looks like a GitHub token; memory paths must not hold credentials. Choose another name."

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // plantLinks puts symbolic links that lead outside into dir, next to an ordinary file, and
@@ -43,7 +44,7 @@ func TestSymlinksOutsideAreRefused(t *testing.T) {
 		"os": func(t *testing.T, outside string) (*vfs.Store, []string) {
 			dir := filepath.Join(t.TempDir(), "store")
 			plantLinks(t, dir, outside)
-			s, err := vfs.OpenOSStore(dir)
+			s, err := files.OpenOSStore(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +55,7 @@ func TestSymlinksOutsideAreRefused(t *testing.T) {
 			lower := filepath.Join(t.TempDir(), "lower")
 			upper := filepath.Join(t.TempDir(), "upper")
 			plantLinks(t, lower, outside)
-			s, err := vfs.OpenOverlayStore(lower, upper)
+			s, err := files.OpenOverlayStore(lower, upper)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +136,7 @@ func TestSymlinkInsideAndSpecialFiles(t *testing.T) {
 	if err := mkfifo(filepath.Join(dir, "fifo")); err != nil {
 		t.Fatal(err)
 	}
-	s, err := vfs.OpenOSStore(dir)
+	s, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestSymlinksIntoBookkeepingAreRefused(t *testing.T) {
 	for name, open := range map[string]func(t *testing.T) (*vfs.Store, string){
 		"os": func(t *testing.T) (*vfs.Store, string) {
 			dir := filepath.Join(t.TempDir(), "store")
-			s, err := vfs.OpenOSStore(dir)
+			s, err := files.OpenOSStore(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +199,7 @@ func TestSymlinksIntoBookkeepingAreRefused(t *testing.T) {
 		"overlay-upper": func(t *testing.T) (*vfs.Store, string) {
 			lower, upper := filepath.Join(t.TempDir(), "lower"), filepath.Join(t.TempDir(), "upper")
 			os.MkdirAll(lower, 0o700)
-			s, err := vfs.OpenOverlayStore(lower, upper)
+			s, err := files.OpenOverlayStore(lower, upper)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,14 +208,14 @@ func TestSymlinksIntoBookkeepingAreRefused(t *testing.T) {
 		},
 		"overlay-lower": func(t *testing.T) (*vfs.Store, string) {
 			lower, upper := filepath.Join(t.TempDir(), "lower"), filepath.Join(t.TempDir(), "upper")
-			ls, err := vfs.OpenOSStore(lower) // a store of its own, with a history
+			ls, err := files.OpenOSStore(lower) // a store of its own, with a history
 			if err != nil {
 				t.Fatal(err)
 			}
 			handlers.New(ls, handlers.DefaultLimits()).Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/low.md", "file_text": "low\n"})
 			ls.Close()
 			plant(t, lower)
-			s, err := vfs.OpenOverlayStore(lower, upper)
+			s, err := files.OpenOverlayStore(lower, upper)
 			if err != nil {
 				t.Fatal(err)
 			}

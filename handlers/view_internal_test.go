@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // A file larger than one answer can show is viewed by reading it in pieces; the answer is
@@ -19,12 +20,12 @@ func TestViewLargeAnswersAsViewFile(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pieces := []string{"a", "bc", "\n", "\n\n", "é", "日本", "\xff", "\xe6\x97", "\r", "\t", "0123456789"}
 	dir := t.TempDir()
-	store, err := vfs.OpenOSStore(dir)
+	store, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	for name, s := range map[string]*vfs.Store{"os": store, "memory": vfs.NewMemoryStore()} {
+	for name, s := range map[string]*vfs.Store{"os": store, "memory": files.NewMemoryStore()} {
 		h := New(s, Limits{MaxViewChars: 60, MaxFileBytes: 1 << 20, MaxStoreBytes: 100 << 20})
 		for i := range 400 {
 			var b bytes.Buffer
@@ -80,7 +81,7 @@ func TestViewOfAHugeFileHoldsLittle(t *testing.T) {
 	}
 	lines := bytes.Count(huge, []byte("\n")) + 1
 	huge = nil
-	s, err := vfs.OpenOSStore(dir)
+	s, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

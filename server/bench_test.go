@@ -10,13 +10,13 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/server"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // BenchmarkInProcess calls the tools through mcp-go's in-process client: the handlers'
 // cost plus the SDK's request handling, without a transport.
 func BenchmarkInProcess(b *testing.B) {
-	h := handlers.New(vfs.NewMemoryStore(), handlers.Limits{MaxFileBytes: 4 << 20, MaxStoreBytes: 1 << 30}, handlers.RejectSecrets())
+	h := handlers.New(files.NewMemoryStore(), handlers.Limits{MaxFileBytes: 4 << 20, MaxStoreBytes: 1 << 30}, handlers.RejectSecrets())
 	s := server.New(h, server.Config{Version: "bench"})
 	_, c := newServerFrom(b, s)
 	big := strings.Repeat(strings.Repeat("x", 63)+"\n", 16384)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
@@ -22,7 +23,7 @@ func TestRunExpiryAudits(t *testing.T) {
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	for _, dryRun := range []bool{true, false} {
-		store := vfs.NewMemoryStore()
+		store := files.NewMemoryStore()
 		if err := store.TrackAccess(clock); err != nil {
 			t.Fatal(err)
 		}

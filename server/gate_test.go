@@ -19,18 +19,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // testGate serves a memory-backed server over HTTP on addr (127.0.0.1:0 unless given) and
 // returns its base URL, with the port, and the server.
 func testGate(t *testing.T, opts HTTPOptions, tokens map[string]string, addr string) (string, *Server) {
 	t.Helper()
-	h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())
+	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
 	var tenants []Tenant
 	for name, token := range tokens {
 		spec := TenantSpec{Name: name, TokenSHA256: sha(token)}
-		tenants = append(tenants, NewTenant(spec, handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())))
+		tenants = append(tenants, NewTenant(spec, handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())))
 	}
 	s := New(h, Config{Version: "test", Logger: zerolog.Nop(), Tenants: tenants})
 	return serve(t, s, opts, addr), s

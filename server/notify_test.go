@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // stdioServer serves a memory store over stdio for a test (see serveStdioTest): the
@@ -16,7 +16,7 @@ import (
 // the input is closed and the server must have ended without an error.
 func stdioServer(t *testing.T) (*Server, *handlers.Handlers, io.Writer, <-chan stdioLine) {
 	t.Helper()
-	st := vfs.NewMemoryStore()
+	st := files.NewMemoryStore()
 	t.Cleanup(func() { st.Close() })
 	mem := handlers.New(st, handlers.DefaultLimits())
 	s := New(mem, Config{Tools: "split", Version: "test"})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // queuedUntil waits until n requests wait in b's queue.
@@ -82,7 +83,7 @@ func TestBudgetQueue(t *testing.T) {
 // Over HTTP: while one call runs and one waits, a third gets 503 with Retry-After; the
 // two are served once the store is free.
 func TestQueueFullGets503(t *testing.T) {
-	store := vfs.NewMemoryStore()
+	store := files.NewMemoryStore()
 	s := New(handlers.New(store, handlers.DefaultLimits()), Config{Version: "test", Logger: zerolog.Nop()})
 	lim := Limits{Requests: 1, PerTenant: 1, Queue: 1, QueuePerTenant: 1, Wait: time.Hour, SmallRequests: 8, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}
 	url := serve(t, s, HTTPOptions{Limits: lim}, "")

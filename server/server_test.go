@@ -21,6 +21,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -31,7 +32,7 @@ func newServer(t *testing.T, tools string, log *bytes.Buffer) (*server.Server, *
 	if log != nil {
 		logger = zerolog.New(log)
 	}
-	h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())
+	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
 	return newServerFrom(t, server.New(h, server.Config{Tools: tools, Instructions: server.DefaultInstructions(tools), Version: "test", Logger: logger}))
 }
 
@@ -113,7 +114,7 @@ func TestSnapshots(t *testing.T) {
 // The resource template and the resources of a small memory (awkward names included) are
 // snapshotted too. The memory keeps no history, so no last-modified time varies the list.
 func TestResourceSnapshots(t *testing.T) {
-	h := handlers.New(vfs.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true})), handlers.DefaultLimits())
+	h := handlers.New(files.NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{Off: true})), handlers.DefaultLimits())
 	ctx := context.Background()
 	for _, p := range []string{"/memories/notes.md", "/memories/projects/a b#1.txt", "/memories/ü?.md", "/memories/.hidden.md"} {
 		if res := h.Exec(ctx, map[string]any{"command": "create", "path": p, "file_text": "text of " + p + "\n"}); res.IsError {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // BenchmarkServeStdioNoop is the stdio loop's own cost for a tool call refused before it
@@ -17,7 +17,7 @@ import (
 // server's): what BenchmarkStdio/memory/noop measures without a process between, so that
 // a CPU profile (-cpuprofile) and allocation counts show the loop and its decoding alone.
 func BenchmarkServeStdioNoop(b *testing.B) {
-	st := vfs.NewMemoryStore()
+	st := files.NewMemoryStore()
 	defer st.Close()
 	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Version: "bench"})
 	inR, inW, err := os.Pipe()
@@ -67,7 +67,7 @@ func BenchmarkServeStdioNoop(b *testing.B) {
 // for: the lines are all in memory and the answers go nowhere, so that no system call or
 // wake-up is counted, only the loop's decoding, dispatch and encoding.
 func BenchmarkServeStdioNoopCPU(b *testing.B) {
-	st := vfs.NewMemoryStore()
+	st := files.NewMemoryStore()
 	defer st.Close()
 	s := New(handlers.New(st, handlers.DefaultLimits()), Config{Version: "bench"})
 	var in bytes.Buffer

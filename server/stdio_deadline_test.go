@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // lockedStdio serves, until ctx ends or its input closes, a server with the given call
@@ -20,12 +20,12 @@ import (
 func lockedStdio(t *testing.T, ctx context.Context, timeout time.Duration) (send func(line string), lines <-chan stdioLine, done <-chan error, closeInput func(), lock, unlock func()) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := vfs.OpenOSStore(dir)
+	st, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	other, err := vfs.NewOSFs(dir) // another process, to hold the lock
+	other, err := files.NewOSFs(dir) // another process, to hold the lock
 	if err != nil {
 		t.Fatal(err)
 	}

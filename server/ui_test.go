@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
-	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/webui"
 )
 
@@ -78,7 +78,7 @@ func TestWebPageOnHTTP(t *testing.T) {
 // Without tenants, the page of the server's own memory opens with the login link the
 // server logs.
 func TestWebPageWithoutTenants(t *testing.T) {
-	h := handlers.New(vfs.NewMemoryStore(), handlers.DefaultLimits())
+	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
 	logged := &lockedBuffer{}
 	s := New(h, Config{Version: "test", Logger: zerolog.New(logged)})
 	url := serve(t, s, HTTPOptions{UI: true}, "")

@@ -9,18 +9,11 @@
 //
 // # Backends
 //
-// The three below are afero filesystems meeting the FS contract, under one Storage
-// implementation (AferoStorage).
-//
-//   - OSFs: a host directory opened as an os.Root. The kernel resolves every name inside
-//     the directory one element at a time, so ".." and symbolic links (absolute, relative,
-//     dangling, or swapped in during an operation) cannot lead outside; such attempts
-//     surface as ErrEscape (rule P4). Errors carry names relative to the directory.
-//   - MemFs: afero.MemMapFs made to behave like the OS (no implicit parents, no removal of
-//     non-empty directories, no rename over directories) and safe under concurrent use.
-//   - OverlayFs: a read-only lower layer under a writable upper layer (a directory or
-//     memory). Deletes and renames of lower entries are recorded as whiteouts, persisted
-//     in the upper layer, so they stay done.
+// Package vfs/files holds the backends kept as files (a host directory through os.Root,
+// memory, and a copy-on-write overlay), with their lock, history files and write-ahead log;
+// package vfs/postgres holds the PostgreSQL backend. Both meet Storage, and neither is
+// imported by this package, so what depends on vfs alone (the commands) links no database
+// driver.
 //
 // # Trust model
 //

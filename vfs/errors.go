@@ -15,6 +15,12 @@ var ErrEscape = errors.New("path escapes from the storage root")
 // something else (a fifo, socket or device swapped in by another program).
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrReadOnlyTx is returned by a change attempted inside a read-only transaction.
+var ErrReadOnlyTx = errors.New("vfs: change inside a read-only transaction")
+
+// ErrReadOnlyStore is returned when a change is asked of a store opened read-only.
+var ErrReadOnlyStore = errors.New("vfs: the store is read-only")
+
 // ErrUnavailable marks a failure to reach a storage over the network (a database that is
 // down, restarting, or out of reach). The call fails with a neutral reason, and a later one
 // works as soon as the storage is back.

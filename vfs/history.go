@@ -173,6 +173,9 @@ type HistoryConfig struct {
 	Now func() time.Time
 }
 
+// PruneEvery is how many versions a store appends between two pruning passes.
+const PruneEvery = 1000
+
 // DefaultHistory is the history a store keeps unless told otherwise: half a year, and at
 // most 256 MiB of contents.
 var DefaultHistory = HistoryConfig{MaxAge: 180 * 24 * time.Hour, MaxBytes: 256 << 20}

@@ -1,17 +1,7 @@
 package vfs
 
 import (
-	"context"
-	"fmt"
 	"io/fs"
-	"path"
-	"runtime"
-	"runtime/debug"
-	"slices"
-	"strings"
-	"syscall"
-
-	"github.com/spf13/afero"
 )
 
 // Entry is a directory entry as a listing needs it: no more than its name, kind and size.
@@ -33,8 +23,8 @@ const (
 	KindOther             // anything else (fifo, socket, device)
 )
 
-// kindOf gives the kind of a file mode.
-func kindOf(m fs.FileMode) Kind {
+// KindOf gives the kind of a file mode.
+func KindOf(m fs.FileMode) Kind {
 	switch {
 	case m.IsRegular():
 		return KindFile
@@ -55,59 +45,6 @@ func (e Entry) IsRegular() bool { return e.Kind == KindFile }
 // IsLink reports whether the entry is a symbolic link (Stat does not follow a final one).
 func (e Entry) IsLink() bool { return e.Kind == KindLink }
 
-// namedDir walks storage that has no directory handles of its own: each directory is
-// opened by its full name. (MemFs finds a name in one map lookup; the overlay asks each
-// layer.)
-type namedDir struct {
-	fs   afero.Fs
-	name string
-}
-
-// openNamedDir opens the directory name of fsys for a walk by names.
-func openNamedDir(fsys afero.Fs, name string) (DirHandle, error) {
-	fi, err := fsys.Stat(name)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
-	}
-	return namedDir{fs: fsys, name: name}, nil
-}
-
-func (d namedDir) Entries() ([]Entry, error) {
-	f, err := d.fs.Open(d.name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	infos, err := f.Readdir(-1)
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]Entry, len(infos))
-	for i, fi := range infos {
-		entries[i] = Entry{Name: fi.Name(), Kind: kindOf(fi.Mode())}
-		if entries[i].Kind == KindFile {
-			entries[i].Size = fi.Size()
-		}
-	}
-	return entries, nil
-}
-
-func (d namedDir) Child(name string) (DirHandle, error) {
-	return namedDir{fs: d.fs, name: path.Join(d.name, name)}, nil
-}
-
-func (d namedDir) Close() {}
-
-// sorted drops the bookkeeping files and sorts by name in byte order.
-func sorted(entries []Entry) []Entry {
-	entries = slices.DeleteFunc(entries, func(e Entry) bool { return IsBookkeeping(e.Name) })
-	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
-	return entries
-}
-
 // Node is one entry of a Tree.
 type Node struct {
 	Name string
@@ -118,111 +55,4 @@ type Node struct {
 	// Children are a directory's counted entries, sorted by name in byte order, when it
 	// lies within the depth asked for.
 	Children []Node
-}
-
-// Tree describes the directory at p and everything below it: its entries down to depth
-// levels (1: the children only), and the total size of every directory at any depth. An
-// entry for which skip reports true is neither listed nor counted, nor descended into;
-// symbolic links and special files never are. The walk costs one directory open per
-// directory, whatever the depth, and gives up when the transaction's context is done.
-func (tx *aferoTx) Tree(ctx context.Context, p Path, depth int, skip func(name string) bool) (Node, error) {
-	if err := tx.jail(p, true); err != nil {
-		return Node{}, err
-	}
-	d, err := tx.s.fs.OpenDir(p.Name())
-	if err != nil {
-		return Node{}, err
-	}
-	w := walker{ctx: ctx, skip: skip, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
-	children, total, err := w.walk(d, depth)
-	return Node{Name: path.Base(p.String()), Dir: true, Size: total, Children: children}, err
-}
-
-// walker walks a directory tree. Reading a large tree is bound by one stat per file (its
-// size counts in every directory total), so subdirectories are read concurrently, at most
-// len(slots) at a time; a walk that finds no free slot reads inline, which keeps nested
-// waits from deadlocking.
-type walker struct {
-	ctx   context.Context
-	skip  func(string) bool
-	slots chan struct{}
-}
-
-type subtree struct {
-	children []Node
-	total    int64
-	err      error
-	done     chan struct{}
-}
-
-// walk returns the counted entries of the open directory d (listed to depth levels) and
-// the total size of the files below it; it closes d.
-func (w walker) walk(d DirHandle, depth int) ([]Node, int64, error) {
-	defer d.Close()
-	if err := w.ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	raw, err := d.Entries()
-	if err != nil {
-		return nil, 0, err
-	}
-	entries := sorted(raw)
-	subs := make([]*subtree, len(entries))
-	for i, e := range entries {
-		if !e.IsDir() || w.skip(e.Name) {
-			continue
-		}
-		child, err := d.Child(e.Name)
-		if err != nil {
-			continue // replaced by something else since the listing: not a directory any more
-		}
-		sub := &subtree{done: make(chan struct{})}
-		subs[i] = sub
-		run := func() {
-			defer close(sub.done)
-			defer func() {
-				// A panic on another goroutine would escape the caller's recover and end the server.
-				if r := recover(); r != nil {
-					sub.err = fmt.Errorf("panic while listing %s: %v\n%s", e.Name, r, debug.Stack())
-				}
-			}()
-			sub.children, sub.total, sub.err = w.walk(child, depth-1)
-		}
-		select {
-		case w.slots <- struct{}{}:
-			go func() { defer func() { <-w.slots }(); run() }()
-		default:
-			run()
-		}
-	}
-	var nodes []Node
-	if depth > 0 {
-		nodes = make([]Node, 0, len(entries))
-	}
-	var total int64
-	for i, e := range entries {
-		switch {
-		case subs[i] != nil:
-			sub := subs[i]
-			<-sub.done
-			if sub.err != nil {
-				err = sub.err
-				continue
-			}
-			if depth > 0 {
-				n := Node{Name: e.Name, Dir: true, Size: sub.total}
-				if depth > 1 {
-					n.Children = sub.children
-				}
-				nodes = append(nodes, n)
-			}
-			total += sub.total
-		case e.IsRegular() && !w.skip(e.Name):
-			if depth > 0 {
-				nodes = append(nodes, Node{Name: e.Name, Size: e.Size})
-			}
-			total += e.Size
-		}
-	}
-	return nodes, total, err
 }

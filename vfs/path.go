@@ -21,10 +21,10 @@ const (
 	MaxPathBytes = 4096
 )
 
-// bookkeepingPrefix starts the name of every file the server keeps for itself in the storage
+// BookkeepingPrefix starts the name of every file the server keeps for itself in the storage
 // (temporary files of atomic writes, the lock file, the overlay's whiteout list). No virtual
 // path may name one: Resolve refuses them with the escape message (docs/behaviour.md §1).
-const bookkeepingPrefix = ".memory-mcp"
+const BookkeepingPrefix = ".memory-mcp"
 
 // Path is a virtual path that passed Resolve: it is Root or lies below it, and its storage
 // name is local to the storage root.
@@ -280,7 +280,7 @@ const slashLookalikes = "\u2215\u2044\u29f8\u29f9\u2216\u2571\u2572\u3033\u3035"
 
 func hasLookalikeOrReserved(p string) bool {
 	for _, elem := range strings.Split(p, "/") {
-		if len(elem) >= len(bookkeepingPrefix) && strings.EqualFold(elem[:len(bookkeepingPrefix)], bookkeepingPrefix) {
+		if len(elem) >= len(BookkeepingPrefix) && strings.EqualFold(elem[:len(BookkeepingPrefix)], BookkeepingPrefix) {
 			return true
 		}
 		ascii := true
@@ -300,7 +300,7 @@ func hasLookalikeOrReserved(p string) bool {
 		if folded == ".." || folded == "." || strings.ContainsAny(folded, `/\`) {
 			return true
 		}
-		if len(folded) >= len(bookkeepingPrefix) && strings.EqualFold(folded[:len(bookkeepingPrefix)], bookkeepingPrefix) {
+		if len(folded) >= len(BookkeepingPrefix) && strings.EqualFold(folded[:len(BookkeepingPrefix)], BookkeepingPrefix) {
 			return true
 		}
 	}
@@ -310,5 +310,5 @@ func hasLookalikeOrReserved(p string) bool {
 // IsBookkeeping reports whether a directory entry's name is one of the server's own files,
 // which listings and size totals leave out.
 func IsBookkeeping(name string) bool {
-	return len(name) >= len(bookkeepingPrefix) && strings.EqualFold(name[:len(bookkeepingPrefix)], bookkeepingPrefix)
+	return len(name) >= len(BookkeepingPrefix) && strings.EqualFold(name[:len(BookkeepingPrefix)], BookkeepingPrefix)
 }

@@ -100,7 +100,7 @@ func (s *Store) Prepare(done func(error)) {
 					err = fmt.Errorf("panic while preparing the store: %v\n%s", r, debug.Stack())
 				}
 			}()
-			return p.prepare(ctx)
+			return p.Prepare(ctx)
 		}()
 		<-prepSlots
 		done(err)
@@ -112,7 +112,7 @@ var prepSlots = make(chan struct{}, 2)
 
 // preparer is storage that has something to set up before its first change (see Prepare).
 type preparer interface {
-	prepare(ctx context.Context) error
+	Prepare(ctx context.Context) error
 }
 
 // TrackAccess makes the store record when each file is viewed or changed, for Expire; now is

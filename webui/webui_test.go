@@ -14,6 +14,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/webui"
 )
 
@@ -38,13 +39,13 @@ func newPage(t *testing.T, opts ...handlers.Option) *page {
 
 func newPageAt(t *testing.T, now func() time.Time, opts ...handlers.Option) *page {
 	t.Helper()
-	store := vfs.NewMemoryStore()
+	store := files.NewMemoryStore()
 	seed := handlers.New(store, handlers.Limits{})
 	if res := seed.Exec(context.Background(), map[string]any{"command": "create", "path": "/memories/a.md", "file_text": "first\n"}); res.IsError {
 		t.Fatal(res.Text)
 	}
 	h := handlers.New(store, handlers.Limits{MaxFileBytes: 1000}, opts...)
-	mallory := handlers.New(vfs.NewMemoryStore(vfs.ReadOnly()), handlers.Limits{})
+	mallory := handlers.New(files.NewMemoryStore(vfs.ReadOnly()), handlers.Limits{})
 	p := &page{t: t, h: h}
 	p.ui = webui.New(webui.Config{
 		Memory: func(name string) *handlers.Handlers {

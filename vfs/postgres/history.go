@@ -3,8 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
-	"github.com/memory-mcp/memory-mcp/vfs"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/jackc/pgx/v5"
 )

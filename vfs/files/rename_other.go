@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package vfs
+package files
 
 // renameNoReplace checks, then renames. Without renameat2 the check and the move are two
 // steps; the Store's storage lock keeps other memory-mcp processes out of that window.

@@ -1,4 +1,9 @@
-package vfs
+// Package files holds the memory-mcp stores kept as files: a host directory opened as an
+// os.Root (OSFs), memory (MemFs) and a copy-on-write overlay of a read-only directory
+// (OverlayFs), all under one vfs.Storage implementation (AferoStorage) with its storage
+// lock, access journal, history files and, on Linux, the write-ahead log that makes each
+// change durable with one shared flush.
+package files
 
 import (
 	"context"
@@ -14,66 +19,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/memory-mcp/memory-mcp/vfs"
+
 	"golang.org/x/sync/semaphore"
 )
 
 // tmpPrefix starts the names of the temporary files of atomic writes.
-const tmpPrefix = bookkeepingPrefix + "-tmp-"
-
-// An Option changes how a store is opened.
-type Option func(*options)
-
-type options struct {
-	readOnly bool
-	history  *HistoryConfig
-	noWAL    bool
-}
-
-// ReadOnly opens a store that refuses every change and writes nothing into the storage:
-// no lock file is created (an existing one is still used to stay out of writers' way), and
-// no access is recorded.
-func ReadOnly() Option { return func(o *options) { o.readOnly = true } }
-
-// FlushEachChange turns the write-ahead log off: every change flushes its own files, as
-// on systems without the log (see wal.go). Benchmarks compare the two ways.
-func FlushEachChange() Option { return func(o *options) { o.noWAL = true } }
-
-// WithHistory sets how much history the store keeps (DefaultHistory unless given; Off keeps
-// none).
-func WithHistory(cfg HistoryConfig) Option { return func(o *options) { o.history = &cfg } }
-
-// historyConfig is the history the options ask for: DefaultHistory unless given, nil when
-// off.
-func (o options) historyConfig() *HistoryConfig {
-	cfg := DefaultHistory
-	if o.history != nil {
-		cfg = *o.history
-	}
-	if cfg.Off {
-		return nil
-	}
-	return &cfg
-}
-
-// StoreOptions is what a store's options ask for, for a backend outside this package.
-type StoreOptions struct {
-	ReadOnly bool
-	History  *HistoryConfig // nil: no history
-}
-
-// ReadOptions says what opts ask for.
-func ReadOptions(opts ...Option) StoreOptions {
-	o := collect(opts)
-	return StoreOptions{ReadOnly: o.readOnly, History: o.historyConfig()}
-}
-
-func collect(opts []Option) options {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
-	return o
-}
+const tmpPrefix = vfs.BookkeepingPrefix + "-tmp-"
 
 // AferoStorage is the Storage of the three afero backends: a filesystem behind the jail,
 // with the locking, atomic writes and size accounting that docs/behaviour.md §5 and §6 ask
@@ -101,16 +53,13 @@ type AferoStorage struct {
 	history  *fileHistory // nil when the store keeps no history
 }
 
-// ErrReadOnlyStore is returned when a change is asked of a store opened read-only.
-var ErrReadOnlyStore = errors.New("vfs: the store is read-only")
-
 // NewAferoStorage returns the Storage over fsys, whose root directory is /memories.
-func NewAferoStorage(fsys FS, opts ...Option) *AferoStorage {
-	o := collect(opts)
-	s := &AferoStorage{fs: fsys, lock: semaphore.NewWeighted(maxReaders), readOnly: o.readOnly}
-	if cfg := o.historyConfig(); cfg != nil {
+func NewAferoStorage(fsys FS, opts ...vfs.Option) *AferoStorage {
+	o := vfs.ReadOptions(opts...)
+	s := &AferoStorage{fs: fsys, lock: semaphore.NewWeighted(maxReaders), readOnly: o.ReadOnly}
+	if cfg := o.History; cfg != nil {
 		s.history = &fileHistory{cfg: *cfg}
-		if d, ok := walFS(fsys); ok && !o.readOnly && !o.noWAL {
+		if d, ok := walFS(fsys); ok && !o.ReadOnly && !o.NoWAL {
 			s.history.wal = newWALState(d)
 		}
 	}
@@ -142,32 +91,36 @@ func (s *AferoStorage) syncDir(name string) error {
 const maxReaders = 1 << 20
 
 // NewMemoryStore returns an empty store held in memory.
-func NewMemoryStore(opts ...Option) *Store {
-	return NewStore(NewAferoStorage(NewMemFs(), opts...))
+func NewMemoryStore(opts ...vfs.Option) *vfs.Store {
+	return vfs.NewStore(NewAferoStorage(NewMemFs(), opts...))
 }
 
 // OpenOSStore opens (creating it, mode 0700, if needed) a host directory as the store. A
 // read-only store's directory must exist.
-func OpenOSStore(dir string, opts ...Option) (*Store, error) {
-	o := collect(opts)
+func OpenOSStore(dir string, opts ...vfs.Option) (*vfs.Store, error) {
+	o := vfs.ReadOptions(opts...)
 	open := NewOSFs
-	if o.readOnly {
+	if o.ReadOnly {
 		open = NewReadOnlyOSFs
 	}
 	osfs, err := open(dir)
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := walFS(osfs); ok && !o.readOnly && walNeedsRecovery(osfs, d) {
+	if d, ok := walFS(osfs); ok && !o.ReadOnly && walNeedsRecovery(osfs, d) {
 		// The machine crashed with changes in the write-ahead log: recover them now, with
 		// the history on whatever the options say, so that no reader sees the files
 		// without them.
 		rec := NewAferoStorage(osfs)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err := NewStore(rec).Update(ctx, func(tx *Tx) error {
-			_, err := tx.t.(*aferoTx).History().(*historyTx).writer()
-			return err
-		})
+		t, err := rec.Begin(ctx, true)
+		if err == nil {
+			if _, err = t.(*aferoTx).History().(*historyTx).writer(); err == nil {
+				err = t.Commit()
+			} else {
+				t.Rollback()
+			}
+		}
 		cancel()
 		rec.Close() // the log's descriptor, should a flush have opened one
 		if err != nil {
@@ -177,13 +130,13 @@ func OpenOSStore(dir string, opts ...Option) (*Store, error) {
 	}
 	st := NewAferoStorage(osfs, opts...)
 	st.closers = append(st.closers, osfs)
-	return NewStore(st), nil
+	return vfs.NewStore(st), nil
 }
 
 // OpenOverlayStore opens a copy-on-write store: lowerDir is read and never written; changes
 // go to upperDir, or to memory when upperDir is "".
-func OpenOverlayStore(lowerDir, upperDir string, opts ...Option) (*Store, error) {
-	o := collect(opts)
+func OpenOverlayStore(lowerDir, upperDir string, opts ...vfs.Option) (*vfs.Store, error) {
+	o := vfs.ReadOptions(opts...)
 	lower, err := NewReadOnlyOSFs(lowerDir)
 	if err != nil {
 		return nil, err
@@ -192,7 +145,7 @@ func OpenOverlayStore(lowerDir, upperDir string, opts ...Option) (*Store, error)
 	closers := []io.Closer{lower}
 	if upperDir != "" {
 		open := NewOSFs
-		if o.readOnly {
+		if o.ReadOnly {
 			open = NewReadOnlyOSFs
 		}
 		u, err := open(upperDir)
@@ -212,7 +165,7 @@ func OpenOverlayStore(lowerDir, upperDir string, opts ...Option) (*Store, error)
 	}
 	st := NewAferoStorage(ov, opts...)
 	st.closers = closers
-	return NewStore(st), nil
+	return vfs.NewStore(st), nil
 }
 
 // Close releases the storage's directories and locks, after a checkpoint of the
@@ -241,10 +194,10 @@ func (s *AferoStorage) Close() error {
 	return errors.Join(errs...)
 }
 
-// prepare makes the write-ahead log ready for the first change (see Store.Prepare): in a
+// Prepare makes the write-ahead log ready for the first change (see Store.Prepare): in a
 // write transaction, the history's directories and the log written in advance; after it,
 // the log's first flush, which opens the descriptor flushes keep.
-func (s *AferoStorage) prepare(ctx context.Context) error {
+func (s *AferoStorage) Prepare(ctx context.Context) error {
 	if s.history == nil || s.readOnly {
 		return nil
 	}
@@ -270,9 +223,9 @@ func (s *AferoStorage) prepare(ctx context.Context) error {
 func (s *AferoStorage) ReadOnly() bool { return s.readOnly }
 
 // Begin starts a transaction (see Storage).
-func (s *AferoStorage) Begin(ctx context.Context, write bool) (Txn, error) {
+func (s *AferoStorage) Begin(ctx context.Context, write bool) (vfs.Txn, error) {
 	if write && s.readOnly {
-		return nil, ErrReadOnlyStore
+		return nil, vfs.ErrReadOnlyStore
 	}
 	weight := int64(1)
 	if write {
@@ -391,7 +344,7 @@ func (tx *aferoTx) end(failed bool) error {
 		s.compactAccess() // after the shared lock is released: it needs the exclusive one
 	}
 	if failed && tx.changed {
-		return ErrChangesKept
+		return vfs.ErrChangesKept
 	}
 	return nil
 }
@@ -412,22 +365,19 @@ func (tx *aferoTx) Durable() error {
 // jail refuses a path that a symbolic link in the storage leads into the server's own files
 // (the history, the locks), though they lie inside the root: rule P4 for bookkeeping. With
 // last, a final link counts too.
-func (tx *aferoTx) jail(p Path, last bool) error {
+func (tx *aferoTx) jail(p vfs.Path, last bool) error {
 	if !p.IsRoot() && tx.s.fs.ReachesBookkeeping(p.Name(), last) {
-		return &fs.PathError{Op: "open", Path: p.Name(), Err: ErrEscape}
+		return &fs.PathError{Op: "open", Path: p.Name(), Err: vfs.ErrEscape}
 	}
 	return nil
 }
-
-// ErrReadOnlyTx is returned by a change attempted inside a read transaction.
-var ErrReadOnlyTx = errors.New("vfs: change inside a read-only transaction")
 
 // beforeChange runs once before a transaction's first change: it tells other processes
 // that the storage is changing before anything is touched, so that even a crash half-way
 // leaves them knowing their caches are stale.
 func (tx *aferoTx) beforeChange() error {
 	if !tx.write {
-		return ErrReadOnlyTx
+		return vfs.ErrReadOnlyTx
 	}
 	if tx.changed {
 		return nil
@@ -443,32 +393,32 @@ func (tx *aferoTx) beforeChange() error {
 // Stat describes the entry at p without following a final symbolic link. A symbolic link
 // anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
 // that points outside. A path that runs through a file reports IsNotExist.
-func (tx *aferoTx) Stat(ctx context.Context, p Path) (Entry, error) {
+func (tx *aferoTx) Stat(ctx context.Context, p vfs.Path) (vfs.Entry, error) {
 	if err := tx.jail(p, true); err != nil {
-		return Entry{}, err
+		return vfs.Entry{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Entry{}, err
+		return vfs.Entry{}, err
 	}
 	name := p.Name()
 	fi, _, err := tx.s.fs.LstatIfPossible(name)
 	if err != nil {
-		return Entry{}, err
+		return vfs.Entry{}, err
 	}
-	e := Entry{Name: fi.Name(), Kind: kindOf(fi.Mode())}
+	e := vfs.Entry{Name: fi.Name(), Kind: vfs.KindOf(fi.Mode())}
 	switch e.Kind {
-	case KindLink:
-		if _, err := tx.s.fs.Stat(name); errors.Is(err, ErrEscape) {
-			return Entry{}, err
+	case vfs.KindLink:
+		if _, err := tx.s.fs.Stat(name); errors.Is(err, vfs.ErrEscape) {
+			return vfs.Entry{}, err
 		}
-	case KindFile:
+	case vfs.KindFile:
 		e.Size = fi.Size()
 	}
 	return e, nil
 }
 
 // ReadFile returns the content of the file at p.
-func (tx *aferoTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
+func (tx *aferoTx) ReadFile(ctx context.Context, p vfs.Path) ([]byte, error) {
 	if err := tx.jail(p, true); err != nil {
 		return nil, err
 	}
@@ -484,7 +434,7 @@ func (tx *aferoTx) ReadFile(ctx context.Context, p Path) ([]byte, error) {
 
 // OpenFile opens the regular file at p for reading, so that a large file can be read in
 // pieces (see Tx.Open).
-func (tx *aferoTx) OpenFile(ctx context.Context, p Path) (io.ReadCloser, error) {
+func (tx *aferoTx) OpenFile(ctx context.Context, p vfs.Path) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -497,7 +447,7 @@ func (tx *aferoTx) OpenFile(ctx context.Context, p Path) (io.ReadCloser, error) 
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, errors.Join(err, &fs.PathError{Op: "read", Path: p.String(), Err: ErrNotRegular})
+		return nil, errors.Join(err, &fs.PathError{Op: "read", Path: p.String(), Err: vfs.ErrNotRegular})
 	}
 	tx.touch(p.Name())
 	return f, nil
@@ -515,7 +465,7 @@ func readRegular(fsys FS, name, display string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: display, Err: ErrNotRegular}
+		return nil, &fs.PathError{Op: "read", Path: display, Err: vfs.ErrNotRegular}
 	}
 	// One allocation of the right size; the +1 lets ReadAll see EOF without growing.
 	buf := make([]byte, 0, fi.Size()+1)
@@ -536,7 +486,7 @@ func readRegular(fsys FS, name, display string) ([]byte, error) {
 
 // List returns the entries of the directory at p, sorted by name in byte order, without the
 // server's bookkeeping files, described without following links.
-func (tx *aferoTx) List(ctx context.Context, p Path) ([]Entry, error) {
+func (tx *aferoTx) List(ctx context.Context, p vfs.Path) ([]vfs.Entry, error) {
 	if err := tx.jail(p, true); err != nil {
 		return nil, err
 	}
@@ -557,7 +507,7 @@ func (tx *aferoTx) List(ctx context.Context, p Path) ([]Entry, error) {
 
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
-func (tx *aferoTx) WriteFile(ctx context.Context, p Path, data []byte) error {
+func (tx *aferoTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error {
 	if err := tx.jail(p, true); err != nil {
 		return err
 	}
@@ -593,7 +543,7 @@ func (s *AferoStorage) addUsage(delta int64) {
 
 // CreateFile creates a new file at p with data as its content, creating missing parent
 // directories; it fails with fs.ErrExist if p exists, and never replaces anything.
-func (tx *aferoTx) CreateFile(ctx context.Context, p Path, data []byte) error {
+func (tx *aferoTx) CreateFile(ctx context.Context, p vfs.Path, data []byte) error {
 	if err := tx.jail(p, true); err != nil {
 		return err
 	}
@@ -618,7 +568,7 @@ func (tx *aferoTx) CreateFile(ctx context.Context, p Path, data []byte) error {
 
 // mkdirParents creates the missing parent directories of p. undo removes the ones it
 // created, for a change that then fails: a refused change leaves nothing behind.
-func (tx *aferoTx) mkdirParents(p Path) (undo func(), err error) {
+func (tx *aferoTx) mkdirParents(p vfs.Path) (undo func(), err error) {
 	var missing []string // deepest first
 	for q := p.Parent(); !q.IsRoot(); q = q.Parent() {
 		if _, _, err := tx.s.fs.LstatIfPossible(q.Name()); err == nil {
@@ -683,7 +633,7 @@ func writeFile(fsys FS, name string, data []byte, noReplace, sync bool) (err err
 }
 
 // RemoveAll deletes the file or directory at p with everything below it.
-func (tx *aferoTx) RemoveAll(ctx context.Context, p Path) error {
+func (tx *aferoTx) RemoveAll(ctx context.Context, p vfs.Path) error {
 	if err := tx.jail(p, false); err != nil {
 		return err
 	}
@@ -706,7 +656,7 @@ func (tx *aferoTx) RemoveAll(ctx context.Context, p Path) error {
 }
 
 // RemoveDir deletes the directory at p if nothing is in it.
-func (tx *aferoTx) RemoveDir(ctx context.Context, p Path) error {
+func (tx *aferoTx) RemoveDir(ctx context.Context, p vfs.Path) error {
 	if err := tx.jail(p, false); err != nil {
 		return err
 	}
@@ -725,7 +675,7 @@ func (tx *aferoTx) RemoveDir(ctx context.Context, p Path) error {
 // Rename moves oldp to newp, creating missing parents of newp. It fails with fs.ErrExist if
 // newp exists; the check and the move are one step, so a concurrent create is never
 // overwritten.
-func (tx *aferoTx) Rename(ctx context.Context, oldp, newp Path) error {
+func (tx *aferoTx) Rename(ctx context.Context, oldp, newp vfs.Path) error {
 	if err := errors.Join(tx.jail(oldp, false), tx.jail(newp, false)); err != nil {
 		return err
 	}
@@ -813,7 +763,7 @@ func (tx *aferoTx) walkFilesIn(ctx context.Context, d DirHandle, dir string, swe
 	for _, e := range entries {
 		name := path.Join(dir, e.Name)
 		switch {
-		case IsBookkeeping(e.Name):
+		case vfs.IsBookkeeping(e.Name):
 			if sweep && strings.HasPrefix(e.Name, tmpPrefix) {
 				tx.s.fs.Remove(name)
 			}

@@ -1,17 +1,19 @@
-package vfs
+package files
 
 import (
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // usageOf returns the store's usage as a write transaction sees it (as create does).
-func usageOf(t *testing.T, s *Store) int64 {
+func usageOf(t *testing.T, s *vfs.Store) int64 {
 	t.Helper()
 	var n int64
-	if err := s.Update(context.Background(), func(tx *Tx) error {
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
 		var err error
 		n, err = tx.Usage()
 		return err
@@ -21,10 +23,10 @@ func usageOf(t *testing.T, s *Store) int64 {
 	return n
 }
 
-func create(t *testing.T, s *Store, name, text string) {
+func create(t *testing.T, s *vfs.Store, name, text string) {
 	t.Helper()
-	p := MustResolve(Root + "/" + name)
-	if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(p, []byte(text)) }); err != nil {
+	p := vfs.MustResolve(vfs.Root + "/" + name)
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(p, []byte(text)) }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memory-mcp/memory-mcp/vfs"
+
 	"github.com/spf13/afero"
 )
 
@@ -28,7 +30,7 @@ func treeOf(t *testing.T, dir string) map[string]string {
 		if err != nil {
 			return err
 		}
-		if IsBookkeeping(d.Name()) && p != dir {
+		if vfs.IsBookkeeping(d.Name()) && p != dir {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -72,10 +74,10 @@ func copyTree(t *testing.T, dir string) string {
 	return dst
 }
 
-func versionsOf(t *testing.T, s *Store) []Version {
+func versionsOf(t *testing.T, s *vfs.Store) []vfs.Version {
 	t.Helper()
-	var vs []Version
-	if err := s.View(context.Background(), func(tx *Tx) error {
+	var vs []vfs.Version
+	if err := s.View(context.Background(), func(tx *vfs.Tx) error {
 		var err error
 		vs, err = tx.Versions()
 		return err
@@ -104,9 +106,9 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			up := func(fn func(tx *Tx) error) error { return s.Update(ctx, fn) }
+			up := func(fn func(tx *vfs.Tx) error) error { return s.Update(ctx, fn) }
 			create := func(p, text string) {
-				if err := up(func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(text)) }); err != nil {
+				if err := up(func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve(p), []byte(text)) }); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -118,25 +120,25 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 			disk := copyTree(t, live)
 
 			// Changes after it, of every kind, and one that fails.
-			if err := up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/a.md"), []byte("alpha 2\n")) }); err != nil {
+			if err := up(func(tx *vfs.Tx) error { return tx.WriteFile(vfs.MustResolve("/memories/a.md"), []byte("alpha 2\n")) }); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/a.md"), []byte("alpha 3\n")) }); err != nil {
+			if err := up(func(tx *vfs.Tx) error { return tx.WriteFile(vfs.MustResolve("/memories/a.md"), []byte("alpha 3\n")) }); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(func(tx *Tx) error {
-				return tx.Rename(MustResolve("/memories/dir"), MustResolve("/memories/moved"))
+			if err := up(func(tx *vfs.Tx) error {
+				return tx.Rename(vfs.MustResolve("/memories/dir"), vfs.MustResolve("/memories/moved"))
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if err := up(func(tx *Tx) error { return tx.RemoveAll(MustResolve("/memories/c.md")) }); err != nil {
+			if err := up(func(tx *vfs.Tx) error { return tx.RemoveAll(vfs.MustResolve("/memories/c.md")) }); err != nil {
 				t.Fatal(err)
 			}
 			create("/memories/c.md", "gamma again\n")
 			create("/memories/new/d.md", "delta\n")
 			// A rename onto an existing file fails: recorded, then settled as failed.
-			if err := up(func(tx *Tx) error {
-				return tx.Rename(MustResolve("/memories/a.md"), MustResolve("/memories/c.md"))
+			if err := up(func(tx *vfs.Tx) error {
+				return tx.Rename(vfs.MustResolve("/memories/a.md"), vfs.MustResolve("/memories/c.md"))
 			}); err == nil {
 				t.Fatal("a rename onto an existing file succeeded")
 			}
@@ -187,7 +189,7 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 				if v.SHA256.IsZero() {
 					continue
 				}
-				if err := r.View(ctx, func(tx *Tx) error { _, err := tx.Content(v.SHA256); return err }); err != nil {
+				if err := r.View(ctx, func(tx *vfs.Tx) error { _, err := tx.Content(v.SHA256); return err }); err != nil {
 					t.Errorf("content of version %d (%s) after recovery: %v", v.Seq, v.Path, err)
 				}
 			}
@@ -195,7 +197,7 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 				t.Errorf("the log was not emptied by recovery: %d bytes", len(b))
 			}
 			// The history goes on from where it was.
-			if err := r.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/e.md"), []byte("e")) }); err != nil {
+			if err := r.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/e.md"), []byte("e")) }); err != nil {
 				t.Fatal(err)
 			}
 			vs := versionsOf(t, r)
@@ -229,19 +231,19 @@ func TestWALEdgeCases(t *testing.T) {
 	}
 	ctx := context.Background()
 	secret := "ghp_" + strings.Repeat("A", 36)
-	if err := s.Update(ctx, func(tx *Tx) error {
-		return tx.CreateFile(MustResolve("/memories/s.md"), []byte(secret))
+	if err := s.Update(ctx, func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/s.md"), []byte(secret))
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, walName)); !bytes.Contains(b, []byte("Z2hwX")) { // base64 of "ghp_"
 		t.Fatalf("the change's record does not carry its content: %.300s", b)
 	}
-	if err := s.Update(ctx, func(tx *Tx) error {
-		if err := tx.WriteFile(MustResolve("/memories/s.md"), []byte("nothing secret")); err != nil {
+	if err := s.Update(ctx, func(tx *vfs.Tx) error {
+		if err := tx.WriteFile(vfs.MustResolve("/memories/s.md"), []byte("nothing secret")); err != nil {
 			return err
 		}
-		_, err := tx.Redact(DigestOf([]byte(secret)))
+		_, err := tx.Redact(vfs.DigestOf([]byte(secret)))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -249,8 +251,8 @@ func TestWALEdgeCases(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, walName)); len(bytes.TrimRight(b, "\x00")) != 0 {
 		t.Errorf("after a redaction the log still holds %q", b)
 	}
-	if err := s.Update(ctx, func(tx *Tx) error {
-		return tx.WriteFile(MustResolve("/memories/s.md"), []byte("by memory-mcp"))
+	if err := s.Update(ctx, func(tx *vfs.Tx) error {
+		return tx.WriteFile(vfs.MustResolve("/memories/s.md"), []byte("by memory-mcp"))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -285,8 +287,8 @@ func TestWALRecoversWithHistoryOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Update(context.Background(), func(tx *Tx) error {
-		return tx.CreateFile(MustResolve("/memories/a.md"), []byte("acknowledged"))
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("acknowledged"))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +297,7 @@ func TestWALRecoversWithHistoryOff(t *testing.T) {
 	// The disk as a crash left it: the record, but not the file.
 	os.Remove(filepath.Join(dir, "a.md"))
 	os.WriteFile(filepath.Join(dir, walName), asOtherBoot(t, wal), 0o600)
-	r, err := OpenOSStore(dir, WithHistory(HistoryConfig{Off: true}))
+	r, err := OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{Off: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,28 +324,28 @@ func TestWALRecoversLostRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			up := func(fn func(tx *Tx) error) {
+			up := func(fn func(tx *vfs.Tx) error) {
 				t.Helper()
 				if err := s.Update(ctx, fn); err != nil {
 					t.Fatal(err)
 				}
 			}
-			up(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a.md"), []byte("alpha\n")) })
-			up(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/b.md"), []byte("beta\n")) })
+			up(func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("alpha\n")) })
+			up(func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/b.md"), []byte("beta\n")) })
 			checkpointNow(t, s)
 			disk := copyTree(t, live)
 			checkpointFiles := treeOf(t, disk)
 
 			// The acknowledged change: the first record after the checkpoint.
-			up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/a.md"), []byte("alpha 2\n")) })
+			up(func(tx *vfs.Tx) error { return tx.WriteFile(vfs.MustResolve("/memories/a.md"), []byte("alpha 2\n")) })
 			wal, err := os.ReadFile(filepath.Join(live, walName))
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Changes whose records the crash loses.
-			up(func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/b.md"), []byte("beta 2\n")) })
-			up(func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/c.md"), []byte("gamma\n")) })
-			up(func(tx *Tx) error { return tx.RemoveAll(MustResolve("/memories/a.md")) })
+			up(func(tx *vfs.Tx) error { return tx.WriteFile(vfs.MustResolve("/memories/b.md"), []byte("beta 2\n")) })
+			up(func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/c.md"), []byte("gamma\n")) })
+			up(func(tx *vfs.Tx) error { return tx.RemoveAll(vfs.MustResolve("/memories/a.md")) })
 
 			wal = asOtherBoot(t, wal)
 			if n := bytes.Count(wal, []byte("\n")); n != 2 {
@@ -390,22 +392,22 @@ func TestWALRecoversLostRecords(t *testing.T) {
 			acked := false
 			for _, v := range vs {
 				switch v.Kind {
-				case Created, Modified:
-					state[strings.TrimPrefix(v.Path, Root+"/")] = v.SHA256.String()
-				case Deleted:
-					delete(state, strings.TrimPrefix(v.Path, Root+"/"))
-				case Moved:
-					delete(state, strings.TrimPrefix(v.Path, Root+"/"))
-					state[strings.TrimPrefix(v.NewPath, Root+"/")] = v.SHA256.String()
+				case vfs.Created, vfs.Modified:
+					state[strings.TrimPrefix(v.Path, vfs.Root+"/")] = v.SHA256.String()
+				case vfs.Deleted:
+					delete(state, strings.TrimPrefix(v.Path, vfs.Root+"/"))
+				case vfs.Moved:
+					delete(state, strings.TrimPrefix(v.Path, vfs.Root+"/"))
+					state[strings.TrimPrefix(v.NewPath, vfs.Root+"/")] = v.SHA256.String()
 				}
-				if v.Path == "/memories/a.md" && v.SHA256 == DigestOf([]byte("alpha 2\n")) && v.Command != "recover" {
+				if v.Path == "/memories/a.md" && v.SHA256 == vfs.DigestOf([]byte("alpha 2\n")) && v.Command != "recover" {
 					acked = true
 				}
-				for _, d := range []Digest{v.SHA256, v.Prev} {
+				for _, d := range []vfs.Digest{v.SHA256, v.Prev} {
 					if d.IsZero() {
 						continue
 					}
-					if err := r.View(ctx, func(tx *Tx) error { _, err := tx.Content(d); return err }); err != nil {
+					if err := r.View(ctx, func(tx *vfs.Tx) error { _, err := tx.Content(d); return err }); err != nil {
 						t.Errorf("content %s of version %d (%s %s) after recovery: %v", d, v.Seq, v.Kind, v.Path, err)
 					}
 				}
@@ -415,7 +417,7 @@ func TestWALRecoversLostRecords(t *testing.T) {
 			}
 			got := map[string]string{}
 			for name, text := range files {
-				got[name] = DigestOf([]byte(text)).String()
+				got[name] = vfs.DigestOf([]byte(text)).String()
 			}
 			if !maps.Equal(got, state) {
 				t.Errorf("history and files disagree after recovery:\nfiles   %v\nhistory %v\n%s", got, state, jsonOf(vs))
@@ -447,14 +449,14 @@ func (g *gatedFS) release() { g.open.Do(func() { close(g.gate) }) }
 
 // gatedStore opens a store on dir through a gatedFS, closed (after a release) when the test
 // ends.
-func gatedStore(t *testing.T, dir string) (*gatedFS, *Store) {
+func gatedStore(t *testing.T, dir string) (*gatedFS, *vfs.Store) {
 	t.Helper()
 	osfs, err := NewOSFs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := &gatedFS{OSFs: osfs, entered: make(chan struct{}, 1), gate: make(chan struct{})}
-	s := NewStore(NewAferoStorage(g))
+	s := vfs.NewStore(NewAferoStorage(g))
 	t.Cleanup(func() { s.Close(); osfs.Close() })
 	t.Cleanup(g.release) // runs first
 	return g, s
@@ -548,8 +550,8 @@ func gatedCreates(t *testing.T) (dir string, g *gatedFS, create func(name string
 	dir = t.TempDir()
 	g, s := gatedStore(t, dir)
 	create = func(name string) error {
-		return s.Update(context.Background(), func(tx *Tx) error {
-			return tx.CreateFile(MustResolve("/memories/"+name), []byte(name))
+		return s.Update(context.Background(), func(tx *vfs.Tx) error {
+			return tx.CreateFile(vfs.MustResolve("/memories/"+name), []byte(name))
 		})
 	}
 	if err := create("first.md"); err != nil {
@@ -624,11 +626,18 @@ func asOtherBoot(t *testing.T, wal []byte) []byte {
 }
 
 // checkpointNow runs a checkpoint of s's write-ahead log.
-func checkpointNow(t *testing.T, s *Store) {
+func checkpointNow(t *testing.T, s *vfs.Store) {
 	t.Helper()
-	if err := s.Update(context.Background(), func(tx *Tx) error {
-		return tx.t.(*aferoTx).History().(*historyTx).checkpoint(tx.t.(*aferoTx).s.history)
-	}); err != nil {
+	st := s.Storage().(*AferoStorage)
+	t0, err := st.Begin(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := t0.(*aferoTx).History().(*historyTx).checkpoint(st.history); err != nil {
+		t0.Rollback()
+		t.Fatal(err)
+	}
+	if err := t0.Commit(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -645,8 +654,8 @@ func TestWALWrittenInAdvance(t *testing.T) {
 	defer s.Close()
 	var sizes []int64
 	for i := range 3 {
-		if err := s.Update(context.Background(), func(tx *Tx) error {
-			return tx.CreateFile(MustResolve(fmt.Sprintf("/memories/%d.md", i)), []byte("x"))
+		if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+			return tx.CreateFile(vfs.MustResolve(fmt.Sprintf("/memories/%d.md", i)), []byte("x"))
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -665,8 +674,8 @@ func TestWALWrittenInAdvance(t *testing.T) {
 	}
 	// A large content grows the log by whole chunks; the checkpoint cuts it back to one.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 5<<20/16)
-	if err := s.Update(context.Background(), func(tx *Tx) error {
-		return tx.CreateFile(MustResolve("/memories/big.md"), big)
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/big.md"), big)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -686,7 +695,7 @@ func TestWALWrittenInAdvance(t *testing.T) {
 func TestWALSharedBetweenStores(t *testing.T) {
 	needWAL(t)
 	live := t.TempDir()
-	open := func() *Store {
+	open := func() *vfs.Store {
 		s, err := OpenOSStore(live)
 		if err != nil {
 			t.Fatal(err)
@@ -695,10 +704,10 @@ func TestWALSharedBetweenStores(t *testing.T) {
 	}
 	a, b := open(), open()
 	ctx := context.Background()
-	create := func(s *Store, name string) {
+	create := func(s *vfs.Store, name string) {
 		t.Helper()
-		if err := s.Update(ctx, func(tx *Tx) error {
-			return tx.CreateFile(MustResolve("/memories/"+name), []byte(name+" content"))
+		if err := s.Update(ctx, func(tx *vfs.Tx) error {
+			return tx.CreateFile(vfs.MustResolve("/memories/"+name), []byte(name+" content"))
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -796,10 +805,10 @@ func TestWALReadsWaitForTheFlush(t *testing.T) {
 	g, s := gatedStore(t, dir)
 	g2, s2 := gatedStore(t, dir)
 	ctx := context.Background()
-	read := func(s *Store) error {
-		return s.View(ctx, func(tx *Tx) error { _, err := tx.ReadFile(MustResolve("/memories/first.md")); return err })
+	read := func(s *vfs.Store) error {
+		return s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.ReadFile(vfs.MustResolve("/memories/first.md")); return err })
 	}
-	if err := s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/first.md"), []byte("1")) }); err != nil {
+	if err := s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/first.md"), []byte("1")) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := read(s2); err != nil { // s2 knows the store as it is now
@@ -808,7 +817,7 @@ func TestWALReadsWaitForTheFlush(t *testing.T) {
 	g.armed.Store(true)
 	done := make(chan error, 2)
 	go func() {
-		done <- s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a.md"), []byte("a")) })
+		done <- s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("a")) })
 	}()
 	g.held(t)
 	go func() { done <- read(s) }()

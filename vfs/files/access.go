@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
 )
@@ -28,8 +30,8 @@ import (
 // a new snapshot (written atomically) and then remove it, so both stay bounded by the
 // number of files in the store.
 const (
-	accessName        = bookkeepingPrefix + "-access"
-	accessJournalName = bookkeepingPrefix + "-access.log"
+	accessName        = vfs.BookkeepingPrefix + "-access"
+	accessJournalName = vfs.BookkeepingPrefix + "-access.log"
 	accessJournalMax  = 1 << 20
 	// accessRecentMax bounds the names a process remembers having journaled this second.
 	accessRecentMax = 4096
@@ -223,11 +225,11 @@ func readAccess(fsys FS) (map[string]int64, error) {
 		if json.Unmarshal(data, &rec) != nil {
 			rec = map[string]int64{} // a damaged record is rebuilt: every file starts a new grace period
 		}
-	case !IsNotExist(err):
+	case !vfs.IsNotExist(err):
 		return nil, err
 	}
 	f, err := fsys.Open(accessJournalName)
-	if IsNotExist(err) {
+	if vfs.IsNotExist(err) {
 		return rec, nil
 	}
 	if err != nil {
@@ -286,7 +288,7 @@ func writeAccess(fsys FS, rec map[string]int64) error {
 	if err := fsys.WriteFileAtomic(accessName, data, false); err != nil {
 		return err
 	}
-	if err := fsys.Remove(accessJournalName); err != nil && !IsNotExist(err) {
+	if err := fsys.Remove(accessJournalName); err != nil && !vfs.IsNotExist(err) {
 		return err
 	}
 	return nil
@@ -298,7 +300,7 @@ func writeAccess(fsys FS, rec map[string]int64) error {
 func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 	a := tx.s.access
 	if a == nil {
-		return nil, ErrNotTracked
+		return nil, vfs.ErrNotTracked
 	}
 	rec, err := readAccess(tx.s.fs)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package vfs
+package files
 
 import (
 	"os"

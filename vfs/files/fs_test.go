@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
 )
@@ -31,7 +33,7 @@ func TestOSFsRecognisesRootEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"up", "up/store"} {
-		if _, err := osfs.Stat(name); !errors.Is(err, ErrEscape) {
+		if _, err := osfs.Stat(name); !errors.Is(err, vfs.ErrEscape) {
 			t.Errorf("Stat(%q) = %v, want ErrEscape", name, err)
 		}
 	}
@@ -56,7 +58,7 @@ func TestOSFsModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a/b/c.txt"), []byte("x")) })
+	err = s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a/b/c.txt"), []byte("x")) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestMemFsBehavesLikeTheOS(t *testing.T) {
 	if err := m.MkdirAll("/file/sub", 0o700); !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("mkdir below a file: %v, want ENOTDIR", err)
 	}
-	if _, err := m.Stat("/file/sub"); !IsNotExist(err) {
+	if _, err := m.Stat("/file/sub"); !vfs.IsNotExist(err) {
 		t.Errorf("stat below a file: %v, want not exist", err)
 	}
 	if _, err := m.Stat("d/e/f.txt"); err != nil {
@@ -216,7 +218,7 @@ func TestOverlayDeletesAndRenamesStay(t *testing.T) {
 	check := func(o *OverlayFs) {
 		t.Helper()
 		for _, gone := range []string{"a.txt", "both.txt", "dir/b.txt", "dir/sub"} {
-			if _, err := o.Stat(gone); !IsNotExist(err) {
+			if _, err := o.Stat(gone); !vfs.IsNotExist(err) {
 				t.Errorf("%s is back: %v", gone, err)
 			}
 		}
@@ -254,26 +256,26 @@ func TestStoreNoticesOtherWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	usage := func(s *Store) (n int64) {
+	usage := func(s *vfs.Store) (n int64) {
 		t.Helper()
-		if err := s.Update(context.Background(), func(tx *Tx) (err error) { n, err = tx.Usage(); return err }); err != nil {
+		if err := s.Update(context.Background(), func(tx *vfs.Tx) (err error) { n, err = tx.Usage(); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 	before := usage(a)
 	usage(b)
-	if err := b.Update(context.Background(), func(tx *Tx) error { return tx.RemoveAll(MustResolve("/memories/a.txt")) }); err != nil {
+	if err := b.Update(context.Background(), func(tx *vfs.Tx) error { return tx.RemoveAll(vfs.MustResolve("/memories/a.txt")) }); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := usage(a), before-int64(len("lower a")); got != want {
 		t.Errorf("usage seen by the other store = %d, want %d", got, want)
 	}
-	err = a.View(context.Background(), func(tx *Tx) error {
-		_, err := tx.Stat(MustResolve("/memories/a.txt"))
+	err = a.View(context.Background(), func(tx *vfs.Tx) error {
+		_, err := tx.Stat(vfs.MustResolve("/memories/a.txt"))
 		return err
 	})
-	if !IsNotExist(err) {
+	if !vfs.IsNotExist(err) {
 		t.Errorf("the other store still sees a deleted lower file: %v", err)
 	}
 }
@@ -286,9 +288,9 @@ func TestViewsRunInParallel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.View(context.Background(), func(*Tx) error {
+	err = s.View(context.Background(), func(*vfs.Tx) error {
 		done := make(chan error, 1)
-		go func() { done <- s.View(context.Background(), func(*Tx) error { return nil }) }()
+		go func() { done <- s.View(context.Background(), func(*vfs.Tx) error { return nil }) }()
 		select {
 		case err := <-done:
 			return err
@@ -300,7 +302,7 @@ func TestViewsRunInParallel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After both, a change still gets the exclusive lock.
-	if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a"), nil) }); err != nil {
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a"), nil) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -335,9 +337,9 @@ func TestChangesReplaceTheFile(t *testing.T) {
 					os.WriteFile(other, []byte(c.before), 0o600)
 					os.Symlink("t.md", f)
 				}
-				var opts []Option
+				var opts []vfs.Option
 				if flushEach {
-					opts = append(opts, FlushEachChange())
+					opts = append(opts, vfs.FlushEachChange())
 				}
 				s, err := OpenOSStore(dir, opts...)
 				if err != nil {
@@ -350,8 +352,8 @@ func TestChangesReplaceTheFile(t *testing.T) {
 				}
 				defer reader.Close()
 				before, _ := os.Lstat(f)
-				p := MustResolve("/memories/f.md")
-				err = s.Update(context.Background(), func(tx *Tx) error {
+				p := vfs.MustResolve("/memories/f.md")
+				err = s.Update(context.Background(), func(tx *vfs.Tx) error {
 					if c.read {
 						if _, err := tx.ReadFile(p); err != nil {
 							return err

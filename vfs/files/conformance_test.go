@@ -1,10 +1,11 @@
-package vfs_test
+package files_test
 
 import (
 	"path/filepath"
 	"testing"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -12,22 +13,22 @@ import (
 func TestConformance(t *testing.T) {
 	backends := map[string]func(t *testing.T) vfs.Storage{
 		"os": func(t *testing.T) vfs.Storage {
-			s, err := vfs.OpenOSStore(filepath.Join(t.TempDir(), "store"))
+			s, err := files.OpenOSStore(filepath.Join(t.TempDir(), "store"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s.Storage()
 		},
-		"memory": func(t *testing.T) vfs.Storage { return vfs.NewMemoryStore().Storage() },
+		"memory": func(t *testing.T) vfs.Storage { return files.NewMemoryStore().Storage() },
 		"overlay": func(t *testing.T) vfs.Storage {
-			s, err := vfs.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"))
+			s, err := files.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s.Storage()
 		},
 		"overlay-mem": func(t *testing.T) vfs.Storage {
-			s, err := vfs.OpenOverlayStore(t.TempDir(), "")
+			s, err := files.OpenOverlayStore(t.TempDir(), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,24 +44,24 @@ func TestConformance(t *testing.T) {
 func TestHistoryConformance(t *testing.T) {
 	backends := map[string]func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage{
 		"os": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
-			s, err := vfs.OpenOSStore(filepath.Join(t.TempDir(), "store"), vfs.WithHistory(cfg))
+			s, err := files.OpenOSStore(filepath.Join(t.TempDir(), "store"), vfs.WithHistory(cfg))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s.Storage()
 		},
 		"memory": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
-			return vfs.NewMemoryStore(vfs.WithHistory(cfg)).Storage()
+			return files.NewMemoryStore(vfs.WithHistory(cfg)).Storage()
 		},
 		"overlay": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
-			s, err := vfs.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), vfs.WithHistory(cfg))
+			s, err := files.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), vfs.WithHistory(cfg))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s.Storage()
 		},
 		"overlay-mem": func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage {
-			s, err := vfs.OpenOverlayStore(t.TempDir(), "", vfs.WithHistory(cfg))
+			s, err := files.OpenOverlayStore(t.TempDir(), "", vfs.WithHistory(cfg))
 			if err != nil {
 				t.Fatal(err)
 			}

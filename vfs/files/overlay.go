@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"bufio"
@@ -16,11 +16,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memory-mcp/memory-mcp/vfs"
+
 	"github.com/spf13/afero"
 )
 
 // whiteoutsName is the overlay's record of deleted lower entries, kept in the upper layer's root.
-const whiteoutsName = bookkeepingPrefix + "-whiteouts"
+const whiteoutsName = vfs.BookkeepingPrefix + "-whiteouts"
 
 // OverlayFs is a copy-on-write union of a read-only lower layer and a writable upper layer.
 // Reads see the upper entry where there is one and the lower one otherwise; directories
@@ -68,7 +70,7 @@ func (o *OverlayFs) Reload() error {
 	defer o.mu.Unlock()
 	wh := map[string]bool{}
 	data, err := afero.ReadFile(o.upper, "/"+whiteoutsName)
-	if err != nil && !IsNotExist(err) {
+	if err != nil && !vfs.IsNotExist(err) {
 		return err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -128,7 +130,7 @@ func layerStat(fsys afero.Fs, n string, lstat bool) (fs.FileInfo, error) {
 
 func (o *OverlayFs) stat(n string, lstat bool) (fs.FileInfo, error) {
 	fi, err := layerStat(o.upper, n, lstat)
-	if err == nil || !IsNotExist(err) {
+	if err == nil || !vfs.IsNotExist(err) {
 		return fi, err
 	}
 	if !o.lowerVisible(n) {
@@ -306,7 +308,7 @@ func (o *OverlayFs) OpenFile(name string, flag int, perm os.FileMode) (afero.Fil
 		return nil, errExist("open", n)
 	case err == nil && fi.IsDir():
 		return nil, &fs.PathError{Op: "open", Path: n, Err: syscall.EISDIR}
-	case err != nil && (!IsNotExist(err) || flag&os.O_CREATE == 0):
+	case err != nil && (!vfs.IsNotExist(err) || flag&os.O_CREATE == 0):
 		return nil, err
 	case err != nil:
 		if err := o.checkParentDir("open", n); err != nil {
@@ -367,7 +369,7 @@ func (o *OverlayFs) MkdirAll(name string, perm os.FileMode) error {
 			continue
 		case err == nil:
 			return errNotDir("mkdir", p)
-		case !IsNotExist(err):
+		case !vfs.IsNotExist(err):
 			return err
 		}
 		if err := o.mkdir(p, perm); err != nil {
@@ -425,7 +427,7 @@ func (o *OverlayFs) RemoveAll(name string) error {
 		return errInvalid("removeall", n)
 	}
 	if _, err := o.stat(n, true); err != nil {
-		if IsNotExist(err) {
+		if vfs.IsNotExist(err) {
 			return nil
 		}
 		return err

@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // A crash between announcing an operation and settling it leaves a group without its settle
@@ -30,13 +32,13 @@ func TestHistoryUnsettledGroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := NewMemFs()
 			ctx := context.Background()
-			s1 := NewStore(NewAferoStorage(fsys))
-			if err := s1.Update(ctx, func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/a"), []byte("1")) }); err != nil {
+			s1 := vfs.NewStore(NewAferoStorage(fsys))
+			if err := s1.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a"), []byte("1")) }); err != nil {
 				t.Fatal(err)
 			}
 			// What a crashed process left: the announced write of "2" to a (with its
 			// content kept), and maybe the change itself.
-			v := Version{Seq: 2, Kind: Modified, Path: "/memories/a", Size: 1, SHA256: DigestOf([]byte("2")), PrevSize: 1, Prev: DigestOf([]byte("1"))}
+			v := vfs.Version{Seq: 2, Kind: vfs.Modified, Path: "/memories/a", Size: 1, SHA256: vfs.DigestOf([]byte("2")), PrevSize: 1, Prev: vfs.DigestOf([]byte("1"))}
 			line, _ := json.Marshal(logLine{G: 99, V: &v})
 			extra := string(line) + "\n"
 			if tc.torn {
@@ -61,10 +63,10 @@ func TestHistoryUnsettledGroup(t *testing.T) {
 				want = 2
 			}
 			// Another process reads, then changes.
-			s2 := NewStore(NewAferoStorage(fsys))
+			s2 := vfs.NewStore(NewAferoStorage(fsys))
 			count := func() int {
 				var n int
-				s2.View(ctx, func(tx *Tx) error {
+				s2.View(ctx, func(tx *vfs.Tx) error {
 					vs, err := tx.Versions()
 					n = len(vs)
 					return err
@@ -74,7 +76,7 @@ func TestHistoryUnsettledGroup(t *testing.T) {
 			if n := count(); n != want {
 				t.Errorf("a reader sees %d versions, want %d", n, want)
 			}
-			b, err := s2.Apply(ctx, "create", func(tx *Tx) error { return tx.CreateFile(MustResolve("/memories/b"), []byte("b")) })
+			b, err := s2.Apply(ctx, "create", func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/b"), []byte("b")) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,11 +103,11 @@ func TestHistoryUnsettledGroup(t *testing.T) {
 func TestPruneEvery1000OnlyWhenDue(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	s := NewMemoryStore(WithHistory(HistoryConfig{MaxAge: 30 * time.Minute, Now: clock}))
+	s := NewMemoryStore(vfs.WithHistory(vfs.HistoryConfig{MaxAge: 30 * time.Minute, Now: clock}))
 	ctx := context.Background()
 	write := func(name, text string) {
-		p := MustResolve("/memories/" + name)
-		if err := s.Update(ctx, func(tx *Tx) error {
+		p := vfs.MustResolve("/memories/" + name)
+		if err := s.Update(ctx, func(tx *vfs.Tx) error {
 			if _, err := tx.Stat(p); err == nil {
 				return tx.WriteFile(p, []byte(text))
 			}
@@ -117,19 +119,19 @@ func TestPruneEvery1000OnlyWhenDue(t *testing.T) {
 	write("old.md", "1") // the first change's pass
 	write("old.md", "2")
 	h := s.Storage().(*AferoStorage).history
-	for i := range PruneEvery {
+	for i := range vfs.PruneEvery {
 		write("a.md", fmt.Sprint(i))
 	}
-	if h.appended < PruneEvery { // a pass starts the count again
-		t.Errorf("a pass ran within %d changes with nothing old enough to prune", PruneEvery)
+	if h.appended < vfs.PruneEvery { // a pass starts the count again
+		t.Errorf("a pass ran within %d changes with nothing old enough to prune", vfs.PruneEvery)
 	}
 	now = now.Add(40 * time.Minute) // older than MaxAge, within the hour
-	for i := range PruneEvery {
+	for i := range vfs.PruneEvery {
 		write("a.md", fmt.Sprint("x", i))
 	}
 	for _, v := range versionsOf(t, s) {
 		if v.Path == "/memories/old.md" && v.Seq == 1 {
-			t.Errorf("version 1 of old.md, 40 minutes old, is still there after %d changes", PruneEvery)
+			t.Errorf("version 1 of old.md, 40 minutes old, is still there after %d changes", vfs.PruneEvery)
 		}
 	}
 }
@@ -151,14 +153,14 @@ func testHistoryAppendsAfterARewrite(t *testing.T, backend string) {
 		}
 	}
 	defer s.Close()
-	err := s.Update(context.Background(), func(tx *Tx) error {
-		if err := tx.CreateFile(MustResolve("/memories/a.md"), []byte("secret")); err != nil {
+	err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		if err := tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("secret")); err != nil {
 			return err
 		}
-		if _, err := tx.Redact(DigestOf([]byte("secret"))); err != nil {
+		if _, err := tx.Redact(vfs.DigestOf([]byte("secret"))); err != nil {
 			return err
 		}
-		return tx.CreateFile(MustResolve("/memories/b.md"), []byte("b"))
+		return tx.CreateFile(vfs.MustResolve("/memories/b.md"), []byte("b"))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -205,14 +207,14 @@ func TestRedactKilledMidway(t *testing.T) {
 				t.Fatal(err)
 			}
 			k := &killFS{FS: osfs}
-			s := NewStore(NewAferoStorage(k))
+			s := vfs.NewStore(NewAferoStorage(k))
 			ctx := context.Background()
 			for _, content := range []string{secret, "nothing now\n"} {
-				_, err := s.Apply(ctx, "edit", func(tx *Tx) error {
-					if _, err := tx.Stat(MustResolve("/memories/a.md")); err == nil {
-						return tx.WriteFile(MustResolve("/memories/a.md"), []byte(content))
+				_, err := s.Apply(ctx, "edit", func(tx *vfs.Tx) error {
+					if _, err := tx.Stat(vfs.MustResolve("/memories/a.md")); err == nil {
+						return tx.WriteFile(vfs.MustResolve("/memories/a.md"), []byte(content))
 					}
-					return tx.CreateFile(MustResolve("/memories/a.md"), []byte(content))
+					return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte(content))
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -221,8 +223,8 @@ func TestRedactKilledMidway(t *testing.T) {
 			k.at = at
 			func() {
 				defer func() { recover() }()
-				s.Apply(ctx, "redact", func(tx *Tx) error {
-					_, err := tx.Redact(DigestOf([]byte(secret)))
+				s.Apply(ctx, "redact", func(tx *vfs.Tx) error {
+					_, err := tx.Redact(vfs.DigestOf([]byte(secret)))
 					return err
 				})
 			}()
@@ -234,7 +236,7 @@ func TestRedactKilledMidway(t *testing.T) {
 			}
 			defer s2.Close()
 			var redacted bool
-			s2.View(ctx, func(tx *Tx) error {
+			s2.View(ctx, func(tx *vfs.Tx) error {
 				vs, err := tx.Versions()
 				for _, v := range vs {
 					redacted = redacted || v.Redacted != nil
@@ -253,7 +255,7 @@ func TestRedactKilledMidway(t *testing.T) {
 				t.Error("the log says redacted, and the content is still on disk")
 			}
 			// Run again, the redaction completes.
-			if _, err := s2.Apply(ctx, "redact", func(tx *Tx) error { _, err := tx.Redact(DigestOf([]byte(secret))); return err }); err != nil && !errors.Is(err, ErrNoContent) {
+			if _, err := s2.Apply(ctx, "redact", func(tx *vfs.Tx) error { _, err := tx.Redact(vfs.DigestOf([]byte(secret))); return err }); err != nil && !errors.Is(err, vfs.ErrNoContent) {
 				t.Fatalf("redact again: %v", err)
 			}
 			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -275,7 +277,7 @@ type killWrites struct {
 }
 
 func (k *killWrites) WriteFileAtomic(name string, data []byte, noReplace bool) error {
-	if !strings.HasPrefix(name, bookkeepingPrefix) {
+	if !strings.HasPrefix(name, vfs.BookkeepingPrefix) {
 		if k.n--; k.n == 0 {
 			panic("killed")
 		}
@@ -292,12 +294,12 @@ func TestChangeKilledMidwayIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewStore(NewAferoStorage(&killWrites{FS: osfs, n: 2}))
+	s := vfs.NewStore(NewAferoStorage(&killWrites{FS: osfs, n: 2}))
 	func() {
 		defer func() { recover() }()
-		s.Apply(context.Background(), "restore", func(tx *Tx) error {
+		s.Apply(context.Background(), "restore", func(tx *vfs.Tx) error {
 			for _, p := range []string{"/memories/a.md", "/memories/b.md", "/memories/c.md"} {
-				if err := tx.CreateFile(MustResolve(p), []byte(p)); err != nil {
+				if err := tx.CreateFile(vfs.MustResolve(p), []byte(p)); err != nil {
 					return err
 				}
 			}
@@ -310,19 +312,19 @@ func TestChangeKilledMidwayIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	var vs []Version
-	if _, err := s2.Apply(context.Background(), "create", func(tx *Tx) error {
+	var vs []vfs.Version
+	if _, err := s2.Apply(context.Background(), "create", func(tx *vfs.Tx) error {
 		if vs, err = tx.Versions(); err != nil {
 			return err
 		}
-		return tx.CreateFile(MustResolve("/memories/d.md"), nil)
+		return tx.CreateFile(vfs.MustResolve("/memories/d.md"), nil)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if len(vs) != 1 || vs[0].Path != "/memories/a.md" || !vs[0].Interrupted {
 		t.Fatalf("after the kill: %+v, want a.md's version, marked interrupted", vs)
 	}
-	s2.View(context.Background(), func(tx *Tx) error {
+	s2.View(context.Background(), func(tx *vfs.Tx) error {
 		vs, _ = tx.Versions()
 		return nil
 	})

@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -117,11 +119,11 @@ func openWALStore(t *testing.T) (dir string, w *walState, create func(p string))
 	t.Cleanup(func() { s.Close() })
 	create = func(p string) {
 		t.Helper()
-		if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(p)) }); err != nil {
+		if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve(p), []byte(p)) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return dir, s.st.(*AferoStorage).history.wal, create
+	return dir, s.Storage().(*AferoStorage).history.wal, create
 }
 
 // walPaths returns the paths of the versions in the records of the write-ahead log at its
@@ -191,15 +193,15 @@ func TestOSStoreLeavesNoDescriptorsOpen(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	round := func(i int) {
-		p := MustResolve(fmt.Sprintf("/memories/d%d/f.md", i%3))
-		q := MustResolve(fmt.Sprintf("/memories/d%d/g.md", i%3))
-		s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(p, []byte("one")) })
-		s.Update(ctx, func(tx *Tx) error { return tx.CreateFile(p, []byte("again")) }) // fails: it exists
-		s.Update(ctx, func(tx *Tx) error { return tx.WriteFile(p, []byte("two")) })
-		s.View(ctx, func(tx *Tx) error { _, err := tx.ReadFile(p); return err })
-		s.View(ctx, func(tx *Tx) error { _, err := tx.ReadFile(q); return err }) // fails: absent
-		s.Update(ctx, func(tx *Tx) error { return tx.Rename(p, q) })
-		s.Update(ctx, func(tx *Tx) error { return tx.RemoveAll(q) })
+		p := vfs.MustResolve(fmt.Sprintf("/memories/d%d/f.md", i%3))
+		q := vfs.MustResolve(fmt.Sprintf("/memories/d%d/g.md", i%3))
+		s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(p, []byte("one")) })
+		s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(p, []byte("again")) }) // fails: it exists
+		s.Update(ctx, func(tx *vfs.Tx) error { return tx.WriteFile(p, []byte("two")) })
+		s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.ReadFile(p); return err })
+		s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.ReadFile(q); return err }) // fails: absent
+		s.Update(ctx, func(tx *vfs.Tx) error { return tx.Rename(p, q) })
+		s.Update(ctx, func(tx *vfs.Tx) error { return tx.RemoveAll(q) })
 	}
 	open := func() int {
 		t.Helper()

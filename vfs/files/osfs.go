@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
 )
@@ -49,8 +51,8 @@ type OSFs struct {
 
 // lockFileName and gateFileName are the storage-wide locks of an OS store, kept in its root.
 const (
-	lockFileName = bookkeepingPrefix + ".lock"
-	gateFileName = bookkeepingPrefix + ".gate"
+	lockFileName = vfs.BookkeepingPrefix + ".lock"
+	gateFileName = vfs.BookkeepingPrefix + ".gate"
 )
 
 // NewOSFs opens dir, creating it (mode 0700) if needed, as a jailed filesystem.
@@ -132,7 +134,7 @@ func (f *OSFs) checkRoot() error {
 	fi, err := os.Stat(f.dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return ErrStorageGone
+			return vfs.ErrStorageGone
 		}
 		return err
 	}
@@ -140,7 +142,7 @@ func (f *OSFs) checkRoot() error {
 		return nil
 	}
 	if !fi.IsDir() {
-		return ErrStorageGone
+		return vfs.ErrStorageGone
 	}
 	old := []io.Closer{f.root}
 	if f.lock != nil {
@@ -179,13 +181,13 @@ func wrap(err error) error {
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: ErrEscape}
+		return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: vfs.ErrEscape}
 	}
 	var le *os.LinkError
 	if errors.As(err, &le) {
-		return &fs.PathError{Op: le.Op, Path: le.Old, Err: ErrEscape}
+		return &fs.PathError{Op: le.Op, Path: le.Old, Err: vfs.ErrEscape}
 	}
-	return ErrEscape
+	return vfs.ErrEscape
 }
 
 // isRootEscape recognises os.Root's refusal. The standard library keeps that error
@@ -215,7 +217,7 @@ func (f *OSFs) file(name string, file *os.File, err error) (afero.File, error) {
 	}
 	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
 		file.Close()
-		return nil, &fs.PathError{Op: "open", Path: rel(name), Err: ErrNotRegular}
+		return nil, &fs.PathError{Op: "open", Path: rel(name), Err: vfs.ErrNotRegular}
 	}
 	return osFile{File: file, name: shownName(name)}, nil
 }
@@ -239,7 +241,7 @@ func (f *OSFs) follow(name string, last bool, op func(string) error) error {
 
 func isEscape(err error) bool {
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		if e == ErrEscape || isRootEscape(e) {
+		if e == vfs.ErrEscape || isRootEscape(e) {
 			return true
 		}
 	}
@@ -307,7 +309,7 @@ func (f *OSFs) walkLinks(name string, last bool) (resolved string, ok, bookkeepi
 		if !path.IsAbs(target) {
 			inside = target
 		}
-		if slices.ContainsFunc(strings.Split(inside, "/"), IsBookkeeping) {
+		if slices.ContainsFunc(strings.Split(inside, "/"), vfs.IsBookkeeping) {
 			bookkeeping = true // even a target that leaves the bookkeeping again by ".."
 		}
 		next = path.Clean(next)
@@ -616,7 +618,7 @@ func (d rootDir) Close() { d.r.Close() }
 
 // Entries reads the names, then describes each without following links. Bookkeeping
 // entries are reported by name only: every caller leaves them out or goes by their names.
-func (d rootDir) Entries() ([]Entry, error) {
+func (d rootDir) Entries() ([]vfs.Entry, error) {
 	dir, err := d.r.Open(".")
 	if err != nil {
 		return nil, err
@@ -626,18 +628,18 @@ func (d rootDir) Entries() ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]Entry, 0, len(names))
+	entries := make([]vfs.Entry, 0, len(names))
 	for _, n := range names {
-		if IsBookkeeping(n) {
-			entries = append(entries, Entry{Name: n, Kind: KindOther})
+		if vfs.IsBookkeeping(n) {
+			entries = append(entries, vfs.Entry{Name: n, Kind: vfs.KindOther})
 			continue
 		}
 		fi, err := d.r.Lstat(n)
 		if err != nil {
 			continue // gone since the names were read
 		}
-		e := Entry{Name: n, Kind: kindOf(fi.Mode())}
-		if e.Kind == KindFile {
+		e := vfs.Entry{Name: n, Kind: vfs.KindOf(fi.Mode())}
+		if e.Kind == vfs.KindFile {
 			e.Size = fi.Size()
 		}
 		entries = append(entries, e)

@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -27,7 +29,7 @@ func TestExpire(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	const day = 24 * time.Hour
-	open := func() *Store {
+	open := func() *vfs.Store {
 		s, err := OpenOSStore(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -38,9 +40,9 @@ func TestExpire(t *testing.T) {
 		return s
 	}
 	s := open()
-	err := s.Update(context.Background(), func(tx *Tx) error {
+	err := s.Update(context.Background(), func(tx *vfs.Tx) error {
 		for _, p := range []string{"/memories/old.md", "/memories/projects/a/old.md", "/memories/projects/keep.md", "/memories/viewed.md", "/memories/.hidden-old"} {
-			if err := tx.CreateFile(MustResolve(p), []byte("x")); err != nil {
+			if err := tx.CreateFile(vfs.MustResolve(p), []byte("x")); err != nil {
 				return err
 			}
 		}
@@ -50,14 +52,16 @@ func TestExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.advance(2 * day)
-	s.Update(context.Background(), func(tx *Tx) error { return tx.WriteFile(MustResolve("/memories/projects/keep.md"), []byte("changed")) })
+	s.Update(context.Background(), func(tx *vfs.Tx) error {
+		return tx.WriteFile(vfs.MustResolve("/memories/projects/keep.md"), []byte("changed"))
+	})
 	clock.advance(3 * day)
-	s.View(context.Background(), func(tx *Tx) error { _, err := tx.ReadFile(MustResolve("/memories/viewed.md")); return err })
+	s.View(context.Background(), func(tx *vfs.Tx) error { _, err := tx.ReadFile(vfs.MustResolve("/memories/viewed.md")); return err })
 	// A file placed by hand is unknown to the record: its grace period starts when a sweep sees it.
 	os.WriteFile(filepath.Join(dir, "by-hand.md"), []byte("x"), 0o600)
 	clock.advance(3 * day) // day 8: old files are 8 days old, keep.md 6, viewed.md 3
 
-	want := []Expired{
+	want := []vfs.Expired{
 		{Path: "/memories/.hidden-old", Size: 1},
 		{Path: "/memories/old.md", Size: 1},
 		{Path: "/memories/projects/a/old.md", Size: 1},
@@ -99,7 +103,7 @@ func TestExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = []Expired{
+	want = []vfs.Expired{
 		{Path: "/memories/by-hand.md", Size: 1},
 		{Path: "/memories/projects/keep.md", Size: 7},
 		{Path: "/memories/viewed.md", Size: 1},
@@ -110,7 +114,7 @@ func TestExpire(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if !IsBookkeeping(e.Name()) {
+		if !vfs.IsBookkeeping(e.Name()) {
 			t.Errorf("left after expiring everything: %s", e.Name())
 		}
 	}
@@ -132,7 +136,7 @@ func TestAccessJournalFollowsItsFile(t *testing.T) {
 	}
 	change := func(p string) {
 		t.Helper()
-		if err := s.Update(context.Background(), func(tx *Tx) error { return tx.CreateFile(MustResolve(p), []byte(p)) }); err != nil {
+		if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve(p), []byte(p)) }); err != nil {
 			t.Fatal(err)
 		}
 	}

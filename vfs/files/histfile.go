@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
 )
@@ -33,40 +35,39 @@ import (
 //     redaction rewrite the log whole (atomically) under a new epoch, which tells other
 //     processes to read it again from the start rather than from where they stopped.
 const (
-	historyDir     = bookkeepingPrefix + "-history"
+	historyDir     = vfs.BookkeepingPrefix + "-history"
 	historyLogName = historyDir + "/log"
 	historyObjects = historyDir + "/objects"
 	historyFormat  = 1
-	// PruneEvery is how many versions are appended between two pruning passes, and
-	// pruneInterval how long at most passes are apart while the store changes.
-	PruneEvery    = 1000
+	// pruneInterval is how long at most pruning passes are apart while the store changes
+	// (see vfs.PruneEvery).
 	pruneInterval = time.Hour
 )
 
 // logLine is one line of the log.
 type logLine struct {
-	History int      `json:"history,omitempty"`
-	Epoch   string   `json:"epoch,omitempty"`
-	G       uint64   `json:"g,omitempty"`
-	V       *Version `json:"v,omitempty"`
-	Settle  uint64   `json:"settle,omitempty"`
-	Partial bool     `json:"partial,omitempty"`
-	Only    []int    `json:"only,omitempty"`
+	History int          `json:"history,omitempty"`
+	Epoch   string       `json:"epoch,omitempty"`
+	G       uint64       `json:"g,omitempty"`
+	V       *vfs.Version `json:"v,omitempty"`
+	Settle  uint64       `json:"settle,omitempty"`
+	Partial bool         `json:"partial,omitempty"`
+	Only    []int        `json:"only,omitempty"`
 }
 
 // fileHistory is what an AferoStorage knows of its history between write transactions,
 // which run one at a time (so it needs no lock of its own).
 type fileHistory struct {
-	cfg HistoryConfig
+	cfg vfs.HistoryConfig
 
 	loaded    bool
 	epoch     string
 	offset    int64 // bytes of the log read so far: up to the end of its last whole line
 	lastSeq   uint64
 	lastGroup uint64
-	sizes     map[Digest]int64 // contents the versions name (kept in historyObjects) → size
-	bytes     int64            // their total
-	oldest    time.Time        // the time of the oldest version
+	sizes     map[vfs.Digest]int64 // contents the versions name (kept in historyObjects) → size
+	bytes     int64                // their total
+	oldest    time.Time            // the time of the oldest version
 	dirsMade  bool
 	appended  int // versions appended since the last pruning pass
 	lastPrune time.Time
@@ -75,17 +76,17 @@ type fileHistory struct {
 
 func (h *fileHistory) reset() {
 	*h = fileHistory{cfg: h.cfg, dirsMade: h.dirsMade, lastPrune: h.lastPrune, appended: h.appended, wal: h.wal}
-	h.sizes = map[Digest]int64{}
+	h.sizes = map[vfs.Digest]int64{}
 }
 
 // fold adds settled versions to what h knows.
-func (h *fileHistory) fold(vs []Version) {
+func (h *fileHistory) fold(vs []vfs.Version) {
 	for i := range vs {
 		v := &vs[i]
 		if h.oldest.IsZero() || v.Time.Before(h.oldest) {
 			h.oldest = v.Time
 		}
-		for _, c := range v.contents() {
+		for _, c := range contentsOf(v) {
 			if _, ok := h.sizes[c.sum]; !ok && !c.sum.IsZero() {
 				h.sizes[c.sum] = c.size
 				h.bytes += c.size
@@ -95,7 +96,7 @@ func (h *fileHistory) fold(vs []Version) {
 }
 
 // History returns the transaction's access to the store's history (nil when it keeps none).
-func (tx *aferoTx) History() History {
+func (tx *aferoTx) History() vfs.History {
 	if tx.s.history == nil {
 		return nil
 	}
@@ -110,7 +111,7 @@ type historyTx struct {
 	tx      *aferoTx
 	seq     uint64
 	time    time.Time
-	group   []Version // announced by Record, until Settle
+	group   []vfs.Version // announced by Record, until Settle
 	groupID uint64
 	kept    []walContent // contents Keep wrote since the last Record, for its log record
 	wrote   bool         // something was appended: pruning may be due at commit
@@ -154,7 +155,7 @@ func (ht *historyTx) fs() FS { return ht.tx.s.fs }
 // in a read transaction.
 func (ht *historyTx) writer() (*fileHistory, error) {
 	if !ht.tx.write {
-		return nil, ErrReadOnlyTx
+		return nil, vfs.ErrReadOnlyTx
 	}
 	if err := ht.tx.beforeChange(); err != nil {
 		return nil, err
@@ -237,7 +238,7 @@ func (ht *historyTx) load(h *fileHistory) error {
 		if err := ht.appendLines(h, false, logLine{Settle: s.pendingG, Partial: len(only) < len(s.pending), Only: only}); err != nil {
 			return err
 		}
-		kept := make([]Version, 0, len(only))
+		kept := make([]vfs.Version, 0, len(only))
 		for _, i := range only {
 			kept = append(kept, s.pending[i])
 		}
@@ -253,8 +254,8 @@ func (ht *historyTx) load(h *fileHistory) error {
 // logScan is what a scan of the log found.
 type logScan struct {
 	epoch     string
-	versions  []Version // settled, oldest first
-	pending   []Version // a group without its settle line, at the end
+	versions  []vfs.Version // settled, oldest first
+	pending   []vfs.Version // a group without its settle line, at the end
 	pendingG  uint64
 	lastSeq   uint64
 	lastGroup uint64
@@ -334,7 +335,7 @@ func (s *logScan) interrupted(from int, seq uint64) {
 }
 
 // keep adds settled versions of group g.
-func (s *logScan) keep(g uint64, vs ...Version) {
+func (s *logScan) keep(g uint64, vs ...vfs.Version) {
 	s.versions = append(s.versions, vs...)
 	if s.groups != nil {
 		for range vs {
@@ -350,7 +351,7 @@ func (s *logScan) settled(g uint64) {
 }
 
 // shown returns the indexes of the versions whose effect the files show.
-func (ht *historyTx) shown(vs []Version) []int {
+func (ht *historyTx) shown(vs []vfs.Version) []int {
 	only := []int{}
 	for i, v := range vs {
 		if ht.shows(v) {
@@ -360,26 +361,26 @@ func (ht *historyTx) shown(vs []Version) []int {
 	return only
 }
 
-func (ht *historyTx) shows(v Version) bool {
+func (ht *historyTx) shows(v vfs.Version) bool {
 	switch v.Kind {
-	case Created, Modified:
+	case vfs.Created, vfs.Modified:
 		return ht.holds(v.Path, v.SHA256)
-	case Deleted:
+	case vfs.Deleted:
 		return !ht.exists(v.Path)
-	case Moved:
+	case vfs.Moved:
 		return !ht.exists(v.Path) && ht.holds(v.NewPath, v.SHA256)
 	}
 	return false
 }
 
 func (ht *historyTx) exists(p string) bool {
-	_, _, err := ht.fs().LstatIfPossible(Path{clean: p}.Name())
+	_, _, err := ht.fs().LstatIfPossible(nameOf(p))
 	return !errors.Is(err, fs.ErrNotExist)
 }
 
-func (ht *historyTx) holds(p string, d Digest) bool {
-	data, err := readAll(ht.fs(), Path{clean: p}.Name())
-	return err == nil && DigestOf(data) == d
+func (ht *historyTx) holds(p string, d vfs.Digest) bool {
+	data, err := readAll(ht.fs(), nameOf(p))
+	return err == nil && vfs.DigestOf(data) == d
 }
 
 // appendLines appends lines to the log (creating it with its header), flushing it with
@@ -487,10 +488,10 @@ func (ht *historyTx) makeDirs(h *fileHistory) error {
 	return nil
 }
 
-func objectName(d Digest) string { return historyObjects + "/" + d.String() }
+func objectName(d vfs.Digest) string { return historyObjects + "/" + d.String() }
 
 // Keep stores content under its digest unless it is there already.
-func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) (err error) {
+func (ht *historyTx) Keep(ctx context.Context, d vfs.Digest, data []byte) (err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -530,7 +531,7 @@ func (ht *historyTx) Keep(ctx context.Context, d Digest, data []byte) (err error
 }
 
 // Record appends the versions of the next operation and flushes the log.
-func (ht *historyTx) Record(ctx context.Context, vs []Version) (err error) {
+func (ht *historyTx) Record(ctx context.Context, vs []vfs.Version) (err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -568,7 +569,7 @@ func (ht *historyTx) Record(ctx context.Context, vs []Version) (err error) {
 }
 
 // Settle ends the operation announced by Record.
-func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) (err error) {
+func (ht *historyTx) Settle(ctx context.Context, outcome vfs.Outcome) (err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if len(ht.group) == 0 {
 		return nil
@@ -578,12 +579,12 @@ func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) (err error) {
 	ht.group = nil
 	line := logLine{Settle: ht.groupID}
 	switch outcome {
-	case Failed:
+	case vfs.Failed:
 		line.Partial, line.Only, vs = true, []int{}, nil
-	case Partial:
+	case vfs.Partial:
 		line.Only = ht.shown(vs)
 		line.Partial = len(line.Only) < len(vs)
-		kept := make([]Version, 0, len(line.Only))
+		kept := make([]vfs.Version, 0, len(line.Only))
 		for _, i := range line.Only {
 			kept = append(kept, vs[i])
 		}
@@ -613,7 +614,7 @@ func (ht *historyTx) Settle(ctx context.Context, outcome Outcome) (err error) {
 
 // Versions returns the history's versions, oldest first. A group a crash left open is
 // checked against the files (and settled by the next change).
-func (ht *historyTx) Versions(ctx context.Context) (_ []Version, err error) {
+func (ht *historyTx) Versions(ctx context.Context) (_ []vfs.Version, err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -641,29 +642,29 @@ func (ht *historyTx) Versions(ctx context.Context) (_ []Version, err error) {
 }
 
 // Content returns the content with digest d, checked against it.
-func (ht *historyTx) Content(ctx context.Context, d Digest) (_ []byte, err error) {
+func (ht *historyTx) Content(ctx context.Context, d vfs.Digest) (_ []byte, err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if d.IsZero() {
-		return nil, ErrNoContent
+		return nil, vfs.ErrNoContent
 	}
 	data, err := readAll(ht.fs(), objectName(d))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, ErrNoContent
+		return nil, vfs.ErrNoContent
 	}
 	if err != nil {
 		return nil, err
 	}
-	if DigestOf(data) != d {
+	if vfs.DigestOf(data) != d {
 		return nil, errors.New("vfs: history: a kept content does not match its digest")
 	}
 	return data, nil
 }
 
 // Redact purges the content with digest d and marks the versions that named it.
-func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (_ int, err error) {
+func (ht *historyTx) Redact(ctx context.Context, d vfs.Digest, r vfs.Redaction) (_ int, err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	h, err := ht.writer()
 	if err != nil {
@@ -677,14 +678,14 @@ func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (_ int, 
 	for i := range vs {
 		v := &vs[i]
 		if v.SHA256 == d {
-			v.SHA256, v.Redacted, n = Digest{}, &r, n+1
+			v.SHA256, v.Redacted, n = vfs.Digest{}, &r, n+1
 		}
 		if v.Prev == d {
-			v.Prev, v.PrevRedacted, found = Digest{}, true, true
+			v.Prev, v.PrevRedacted, found = vfs.Digest{}, true, true
 		}
 	}
 	if n == 0 && !found {
-		return 0, ErrNoContent
+		return 0, vfs.ErrNoContent
 	}
 	// The content goes first, the write-ahead log's copy with the checkpoint: a crash
 	// before the log is rewritten leaves the versions naming a content that is gone, as
@@ -708,7 +709,7 @@ func (ht *historyTx) Redact(ctx context.Context, d Digest, r Redaction) (_ int, 
 }
 
 // Import writes vs as the history of a store whose history has no versions.
-func (ht *historyTx) Import(ctx context.Context, vs []Version) (err error) {
+func (ht *historyTx) Import(ctx context.Context, vs []vfs.Version) (err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -726,7 +727,7 @@ func (ht *historyTx) Import(ctx context.Context, vs []Version) (err error) {
 // rewrite replaces the log, atomically, with one holding vs under a new epoch. The
 // write-ahead log is emptied first: its records must not bring back what a rewrite leaves
 // out (a redacted content above all).
-func (ht *historyTx) rewrite(h *fileHistory, vs []Version) error {
+func (ht *historyTx) rewrite(h *fileHistory, vs []vfs.Version) error {
 	if h.wal != nil {
 		if err := ht.checkpoint(h); err != nil {
 			return err
@@ -736,7 +737,7 @@ func (ht *historyTx) rewrite(h *fileHistory, vs []Version) error {
 }
 
 // rewriteLog is rewrite without the checkpoint.
-func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
+func (ht *historyTx) rewriteLog(h *fileHistory, vs []vfs.Version) error {
 	ht.closeLog(true) // the log is replaced
 	if err := ht.makeDirs(h); err != nil {
 		return err
@@ -761,7 +762,7 @@ func (ht *historyTx) rewriteLog(h *fileHistory, vs []Version) error {
 	return nil
 }
 
-// afterCommit prunes the history when a pass is due: every PruneEvery versions, every
+// afterCommit prunes the history when a pass is due: every vfs.PruneEvery versions, every
 // pruneInterval, at the first change in the process, and while over the byte budget.
 // Failing to prune is no failure of the change: the next pass tries again.
 func (ht *historyTx) afterCommit() {
@@ -773,14 +774,14 @@ func (ht *historyTx) afterCommit() {
 		ht.checkpoint(h) // failing, it stays due
 	}
 	now := h.cfg.Clock()
-	// Between the passes at start and every pruneInterval, a pass every PruneEvery versions
+	// Between the passes at start and every pruneInterval, a pass every vfs.PruneEvery versions
 	// runs only when it may drop something: it reads every version, which at 50,000 of
 	// them costs more than the thousand changes it follows.
 	overBudget := h.cfg.MaxBytes > 0 && h.bytes > h.cfg.MaxBytes
 	mayPrune := overBudget || h.cfg.MaxVersions > 0 ||
 		h.cfg.MaxAge > 0 && !h.oldest.IsZero() && now.Sub(h.oldest) > h.cfg.MaxAge
 	due := h.lastPrune.IsZero() || now.Sub(h.lastPrune) >= pruneInterval ||
-		mayPrune && h.appended >= PruneEvery || overBudget && h.appended >= PruneEvery/100
+		mayPrune && h.appended >= vfs.PruneEvery || overBudget && h.appended >= vfs.PruneEvery/100
 	if !due {
 		return
 	}
@@ -876,7 +877,7 @@ func truncate(fsys FS, name string, size int64) error {
 // failures (docs/behaviour.md §4); the others (no space, permission, the package's own
 // sentinels) stay as they are.
 func bookkeepingFault(err error) error {
-	if err == nil || !(errors.Is(err, ErrNotRegular) || errors.Is(err, ErrEscape) || IsNotExist(err) || IsExist(err) || errors.Is(err, syscall.EISDIR)) {
+	if err == nil || !(errors.Is(err, vfs.ErrNotRegular) || errors.Is(err, vfs.ErrEscape) || vfs.IsNotExist(err) || vfs.IsExist(err) || errors.Is(err, syscall.EISDIR)) {
 		return err
 	}
 	return &historyFault{msg: err.Error()}

@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"bytes"
@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // generationOf reads the storage's change counter, as another process would.
-func generationOf(t *testing.T, s *Store) uint64 {
+func generationOf(t *testing.T, s *vfs.Store) uint64 {
 	t.Helper()
 	st := s.Storage().(*AferoStorage)
 	c, err := st.fs.LockStorage(context.Background(), false)
@@ -39,7 +41,7 @@ func TestPrepareReadiesTheFirstChange(t *testing.T) {
 	defer s.Close()
 	st := s.Storage().(*AferoStorage)
 	w := st.history.wal
-	if err := st.prepare(context.Background()); err != nil {
+	if err := st.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	wal, err := os.ReadFile(filepath.Join(dir, walName))
@@ -62,8 +64,8 @@ func TestPrepareReadiesTheFirstChange(t *testing.T) {
 	}
 
 	logFlushes := w.logFlushes.Load()
-	if err := s.Update(context.Background(), func(tx *Tx) error {
-		return tx.CreateFile(MustResolve("/memories/first.md"), []byte("first"))
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/first.md"), []byte("first"))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestPrepareReadiesTheFirstChange(t *testing.T) {
 	}
 	defer other.Close()
 	gen := generationOf(t, s)
-	if err := other.Storage().(*AferoStorage).prepare(context.Background()); err != nil {
+	if err := other.Storage().(*AferoStorage).Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := generationOf(t, s); got != gen {
@@ -105,8 +107,8 @@ func TestPrepareKeepsTheRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := s.Update(context.Background(), func(tx *Tx) error {
-			return tx.CreateFile(MustResolve(fmt.Sprintf("/memories/%d.md", i)), []byte("x"))
+		if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+			return tx.CreateFile(vfs.MustResolve(fmt.Sprintf("/memories/%d.md", i)), []byte("x"))
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +129,7 @@ func TestPrepareKeepsTheRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Storage().(*AferoStorage).prepare(context.Background()); err != nil {
+	if err := d.Storage().(*AferoStorage).Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(disk, walName))
@@ -174,7 +176,6 @@ func TestPrepareInTheBackground(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Prepare(count) // after Close: nothing starts
-		s.prepping.Wait()
 		if want := int32(2 + 1 - i%2); calls.Load() != want {
 			t.Errorf("done called %d times for %d calls of Prepare", calls.Load(), want)
 		}
@@ -183,8 +184,8 @@ func TestPrepareInTheBackground(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r.Update(context.Background(), func(tx *Tx) error {
-				return tx.CreateFile(MustResolve("/memories/a.md"), []byte("a"))
+			if err := r.Update(context.Background(), func(tx *vfs.Tx) error {
+				return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("a"))
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +197,7 @@ func TestPrepareInTheBackground(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	ro, err := OpenOSStore(dir, ReadOnly())
+	ro, err := OpenOSStore(dir, vfs.ReadOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestPrepareInTheBackground(t *testing.T) {
 	m.Close()
 
 	// A panic while preparing is reported to done, not left to end the process.
-	p := NewStore(panicky{NewAferoStorage(NewMemFs())})
+	p := vfs.NewStore(panicky{NewAferoStorage(NewMemFs())})
 	got := make(chan error, 1)
 	p.Prepare(func(err error) { got <- err })
 	if err := <-got; err == nil || !strings.Contains(err.Error(), "panic while preparing the store: boom") {
@@ -222,7 +223,7 @@ func TestPrepareInTheBackground(t *testing.T) {
 // panicky is storage whose preparation panics.
 type panicky struct{ *AferoStorage }
 
-func (panicky) prepare(context.Context) error { panic("boom") }
+func (panicky) Prepare(context.Context) error { panic("boom") }
 
 // BenchmarkFirstChange is what Prepare saves: the first change of a new os store (a
 // create), as a fresh process makes it, without and with the store prepared before.
@@ -239,13 +240,13 @@ func BenchmarkFirstChange(b *testing.B) {
 					b.Fatal(err)
 				}
 				if prepared {
-					if err := s.Storage().(*AferoStorage).prepare(context.Background()); err != nil {
+					if err := s.Storage().(*AferoStorage).Prepare(context.Background()); err != nil {
 						b.Fatal(err)
 					}
 				}
 				b.StartTimer()
-				if err := s.Update(context.Background(), func(tx *Tx) error {
-					return tx.CreateFile(MustResolve("/memories/first.md"), []byte("# notes\nfirst line\n"))
+				if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+					return tx.CreateFile(vfs.MustResolve("/memories/first.md"), []byte("# notes\nfirst line\n"))
 				}); err != nil {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package vfs
+package files
 
 import (
 	"bytes"
@@ -10,10 +10,13 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
 )
@@ -103,9 +106,9 @@ type walLine struct {
 	Cycle string `json:"cycle,omitempty"` // and this cycle of the log (from one checkpoint to the next)
 	// A record: a group of versions (as in the history log) and the contents they name
 	// that were kept for them.
-	G uint64       `json:"g,omitempty"`
-	V []Version    `json:"v,omitempty"`
-	C []walContent `json:"c,omitempty"`
+	G uint64        `json:"g,omitempty"`
+	V []vfs.Version `json:"v,omitempty"`
+	C []walContent  `json:"c,omitempty"`
 	// An outcome: the group's operation failed (Only empty) or did part of its work
 	// (Only lists the versions that stand). A record without one succeeded.
 	Settle uint64 `json:"settle,omitempty"`
@@ -113,8 +116,8 @@ type walLine struct {
 }
 
 type walContent struct {
-	D Digest `json:"d"`
-	B []byte `json:"b"`
+	D vfs.Digest `json:"d"`
+	B []byte     `json:"b"`
 }
 
 // walState is what the storage knows of the write-ahead log.
@@ -604,7 +607,7 @@ func (w *walState) empty(fsys FS, cut bool) error {
 	}
 	switch {
 	case w.size > walShrink:
-		// Grown by a burst (or a large content): back to one chunk.
+		// Grown by a burst (or a large contentRef): back to one chunk.
 		if err := f.Truncate(0); err != nil {
 			return err
 		}
@@ -660,12 +663,12 @@ func scanWAL(data []byte) walScan {
 }
 
 // stands returns the versions of record r that stand, given its outcome.
-func (s *walScan) stands(r walLine) []Version {
+func (s *walScan) stands(r walLine) []vfs.Version {
 	o, ok := s.settled[r.G]
 	if !ok {
 		return r.V
 	}
-	var vs []Version
+	var vs []vfs.Version
 	for _, i := range o.Only {
 		if i >= 0 && i < len(r.V) {
 			vs = append(vs, r.V[i])
@@ -702,11 +705,11 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	fsys := ht.fs()
 
 	// The kept contents, written again where missing.
-	contents := map[Digest][]byte{}
+	contents := map[vfs.Digest][]byte{}
 	for _, r := range w.records {
 		for _, c := range r.C {
 			contents[c.D] = c.B
-			if old, err := readAll(fsys, objectName(c.D)); err == nil && DigestOf(old) == c.D {
+			if old, err := readAll(fsys, objectName(c.D)); err == nil && vfs.DigestOf(old) == c.D {
 				continue
 			}
 			if err := ht.makeDirs(h); err != nil {
@@ -733,7 +736,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	// was lost, and what it wrote may be too. (A log of format 1 does not say where the
 	// checkpoint was: everything stays.)
 	acked := func(g uint64) bool { return w.format < 2 || g <= w.from || inWAL[g] }
-	var vs []Version
+	var vs []vfs.Version
 	missing := len(ls.pending) > 0
 	for i, v := range ls.versions {
 		if acked(ls.vgroups[i]) {
@@ -755,10 +758,10 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 			vs = append(vs, ls.pending[i])
 		}
 	}
-	slices.SortStableFunc(vs, func(a, b Version) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortStableFunc(vs, func(a, b vfs.Version) int { return cmp.Compare(a.Seq, b.Seq) })
 
 	// The files: each path the records touched, in order, passes through states (absent,
-	// or a content); a file that shows one of them, but not the last, is set to the last.
+	// or a contentRef); a file that shows one of them, but not the last, is set to the last.
 	// So is a file whose content the disk did not keep: the files are written without
 	// flushes, and a crash before the checkpoint can leave a name whose data never reached
 	// the disk: empty with delayed allocation, zeros on some filesystems. (An absent file is
@@ -776,32 +779,32 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	for _, r := range w.records {
 		for _, v := range w.stands(r) {
 			switch v.Kind {
-			case Created:
+			case vfs.Created:
 				step(v.Path, recoveryState{}, recoveryState{true, v.SHA256})
-			case Modified:
+			case vfs.Modified:
 				step(v.Path, recoveryState{true, v.Prev}, recoveryState{true, v.SHA256})
-			case Deleted:
+			case vfs.Deleted:
 				step(v.Path, recoveryState{true, v.Prev}, recoveryState{})
-			case Moved:
+			case vfs.Moved:
 				step(v.Path, recoveryState{true, v.Prev}, recoveryState{})
 				step(v.NewPath, recoveryState{}, recoveryState{true, v.SHA256})
 			}
 		}
 	}
-	contentOf := func(d Digest) ([]byte, bool) {
+	contentOf := func(d vfs.Digest) ([]byte, bool) {
 		if c, ok := contents[d]; ok {
 			return c, true
 		}
 		c, err := readAll(fsys, objectName(d))
-		return c, err == nil && DigestOf(c) == d
+		return c, err == nil && vfs.DigestOf(c) == d
 	}
 	for _, p := range order {
 		states := paths[p]
-		name := Path{clean: p}.Name()
+		name := nameOf(p)
 		var now recoveryState
 		lost := false // empty or zeros
 		if d, err := readAll(fsys, name); err == nil {
-			now = recoveryState{true, DigestOf(d)}
+			now = recoveryState{true, vfs.DigestOf(d)}
 			lost = allZero(d)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			continue // not a file (a directory made since, say): left alone
@@ -818,7 +821,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		if !ok {
 			continue // nothing to set it to
 		}
-		if err := fsys.MkdirAll(Path{clean: p}.Parent().Name(), 0o700); err != nil {
+		if err := fsys.MkdirAll(nameOf(path.Dir(p)), 0o700); err != nil {
 			return err
 		}
 		if err := h.wal.fs.WriteFileUnsynced(name, content, false); err != nil {
@@ -847,26 +850,26 @@ func allZero(b []byte) bool { return !slices.ContainsFunc(b, func(c byte) bool {
 // recoveryState is a file's state in recovery: absent, or a content.
 type recoveryState struct {
 	exists bool
-	sum    Digest
+	sum    vfs.Digest
 }
 
 // reconcile compares every file with the state the versions vs leave it in and returns,
 // for each that differs, a version that records what the file holds (command "recover",
 // one number after the last of vs), its content kept. A path whose content was redacted
 // is not compared.
-func (ht *historyTx) reconcile(h *fileHistory, vs []Version) ([]Version, error) {
-	state := map[string]content{}
+func (ht *historyTx) reconcile(h *fileHistory, vs []vfs.Version) ([]vfs.Version, error) {
+	state := map[string]contentRef{}
 	var seq uint64
 	for _, v := range vs {
 		seq = max(seq, v.Seq)
 		switch v.Kind {
-		case Created, Modified:
-			state[v.Path] = content{v.SHA256, v.Size}
-		case Deleted:
+		case vfs.Created, vfs.Modified:
+			state[v.Path] = contentRef{v.SHA256, v.Size}
+		case vfs.Deleted:
 			delete(state, v.Path)
-		case Moved:
+		case vfs.Moved:
 			delete(state, v.Path)
-			state[v.NewPath] = content{v.SHA256, v.Size}
+			state[v.NewPath] = contentRef{v.SHA256, v.Size}
 		}
 	}
 	var names []string
@@ -876,20 +879,20 @@ func (ht *historyTx) reconcile(h *fileHistory, vs []Version) ([]Version, error) 
 	}
 	slices.Sort(names)
 	now := h.cfg.Clock().UTC()
-	version := func(kind ChangeKind, p string, was content) Version {
-		return Version{Seq: seq + 1, Time: now, Actor: ActorLocal, Command: "recover", Kind: kind, Path: p, PrevSize: was.size, Prev: was.sum}
+	version := func(kind vfs.ChangeKind, p string, was contentRef) vfs.Version {
+		return vfs.Version{Seq: seq + 1, Time: now, Actor: vfs.ActorLocal, Command: "recover", Kind: kind, Path: p, PrevSize: was.size, Prev: was.sum}
 	}
-	var out []Version
+	var out []vfs.Version
 	seen := map[string]bool{}
 	for _, name := range names {
-		p := Root + "/" + name
+		p := vfs.Root + "/" + name
 		data, err := readAll(ht.fs(), name)
 		if err != nil {
 			continue // gone or not a regular file since the walk
 		}
 		seen[p] = true
 		was, ok := state[p]
-		d := DigestOf(data)
+		d := vfs.DigestOf(data)
 		if ok && (was.sum == d || was.sum.IsZero()) {
 			continue
 		}
@@ -899,16 +902,16 @@ func (ht *historyTx) reconcile(h *fileHistory, vs []Version) ([]Version, error) 
 		if err := h.wal.fs.WriteFileUnsynced(objectName(d), data, true); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
-		v := version(Modified, p, was)
+		v := version(vfs.Modified, p, was)
 		if !ok {
-			v.Kind = Created
+			v.Kind = vfs.Created
 		}
 		v.Size, v.SHA256 = int64(len(data)), d
 		out = append(out, v)
 	}
 	for _, p := range slices.Sorted(maps.Keys(state)) {
 		if !seen[p] && !state[p].sum.IsZero() {
-			out = append(out, version(Deleted, p, state[p]))
+			out = append(out, version(vfs.Deleted, p, state[p]))
 		}
 	}
 	return out, nil

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package vfs
+package files
 
 import (
 	"errors"

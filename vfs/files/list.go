@@ -1,0 +1,176 @@
+package files
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/spf13/afero"
+)
+
+// namedDir walks storage that has no directory handles of its own: each directory is
+// opened by its full name. (MemFs finds a name in one map lookup; the overlay asks each
+// layer.)
+type namedDir struct {
+	fs   afero.Fs
+	name string
+}
+
+// openNamedDir opens the directory name of fsys for a walk by names.
+func openNamedDir(fsys afero.Fs, name string) (DirHandle, error) {
+	fi, err := fsys.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
+	}
+	return namedDir{fs: fsys, name: name}, nil
+}
+
+func (d namedDir) Entries() ([]vfs.Entry, error) {
+	f, err := d.fs.Open(d.name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	infos, err := f.Readdir(-1)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]vfs.Entry, len(infos))
+	for i, fi := range infos {
+		entries[i] = vfs.Entry{Name: fi.Name(), Kind: vfs.KindOf(fi.Mode())}
+		if entries[i].Kind == vfs.KindFile {
+			entries[i].Size = fi.Size()
+		}
+	}
+	return entries, nil
+}
+
+func (d namedDir) Child(name string) (DirHandle, error) {
+	return namedDir{fs: d.fs, name: path.Join(d.name, name)}, nil
+}
+
+func (d namedDir) Close() {}
+
+// sorted drops the bookkeeping files and sorts by name in byte order.
+func sorted(entries []vfs.Entry) []vfs.Entry {
+	entries = slices.DeleteFunc(entries, func(e vfs.Entry) bool { return vfs.IsBookkeeping(e.Name) })
+	slices.SortFunc(entries, func(a, b vfs.Entry) int { return strings.Compare(a.Name, b.Name) })
+	return entries
+}
+
+// Tree describes the directory at p and everything below it: its entries down to depth
+// levels (1: the children only), and the total size of every directory at any depth. An
+// entry for which skip reports true is neither listed nor counted, nor descended into;
+// symbolic links and special files never are. The walk costs one directory open per
+// directory, whatever the depth, and gives up when the transaction's context is done.
+func (tx *aferoTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(name string) bool) (vfs.Node, error) {
+	if err := tx.jail(p, true); err != nil {
+		return vfs.Node{}, err
+	}
+	d, err := tx.s.fs.OpenDir(p.Name())
+	if err != nil {
+		return vfs.Node{}, err
+	}
+	w := walker{ctx: ctx, skip: skip, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
+	children, total, err := w.walk(d, depth)
+	return vfs.Node{Name: path.Base(p.String()), Dir: true, Size: total, Children: children}, err
+}
+
+// walker walks a directory tree. Reading a large tree is bound by one stat per file (its
+// size counts in every directory total), so subdirectories are read concurrently, at most
+// len(slots) at a time; a walk that finds no free slot reads inline, which keeps nested
+// waits from deadlocking.
+type walker struct {
+	ctx   context.Context
+	skip  func(string) bool
+	slots chan struct{}
+}
+
+type subtree struct {
+	children []vfs.Node
+	total    int64
+	err      error
+	done     chan struct{}
+}
+
+// walk returns the counted entries of the open directory d (listed to depth levels) and
+// the total size of the files below it; it closes d.
+func (w walker) walk(d DirHandle, depth int) ([]vfs.Node, int64, error) {
+	defer d.Close()
+	if err := w.ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	raw, err := d.Entries()
+	if err != nil {
+		return nil, 0, err
+	}
+	entries := sorted(raw)
+	subs := make([]*subtree, len(entries))
+	for i, e := range entries {
+		if !e.IsDir() || w.skip(e.Name) {
+			continue
+		}
+		child, err := d.Child(e.Name)
+		if err != nil {
+			continue // replaced by something else since the listing: not a directory any more
+		}
+		sub := &subtree{done: make(chan struct{})}
+		subs[i] = sub
+		run := func() {
+			defer close(sub.done)
+			defer func() {
+				// A panic on another goroutine would escape the caller's recover and end the server.
+				if r := recover(); r != nil {
+					sub.err = fmt.Errorf("panic while listing %s: %v\n%s", e.Name, r, debug.Stack())
+				}
+			}()
+			sub.children, sub.total, sub.err = w.walk(child, depth-1)
+		}
+		select {
+		case w.slots <- struct{}{}:
+			go func() { defer func() { <-w.slots }(); run() }()
+		default:
+			run()
+		}
+	}
+	var nodes []vfs.Node
+	if depth > 0 {
+		nodes = make([]vfs.Node, 0, len(entries))
+	}
+	var total int64
+	for i, e := range entries {
+		switch {
+		case subs[i] != nil:
+			sub := subs[i]
+			<-sub.done
+			if sub.err != nil {
+				err = sub.err
+				continue
+			}
+			if depth > 0 {
+				n := vfs.Node{Name: e.Name, Dir: true, Size: sub.total}
+				if depth > 1 {
+					n.Children = sub.children
+				}
+				nodes = append(nodes, n)
+			}
+			total += sub.total
+		case e.IsRegular() && !w.skip(e.Name):
+			if depth > 0 {
+				nodes = append(nodes, vfs.Node{Name: e.Name, Size: e.Size})
+			}
+			total += e.Size
+		}
+	}
+	return nodes, total, err
+}
