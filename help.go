@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 )
@@ -121,4 +123,89 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+func buildVersion() string {
+	v, _, _ := buildInfo()
+	return v
+}
+
+// buildInfo returns the version, the commit and the date of the build: the stamped ones,
+// or what Go recorded in the binary.
+func buildInfo() (v, rev, at string) {
+	v, rev, at = version, commit, date
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision" && rev == "":
+				rev = s.Value
+			case s.Key == "vcs.time" && at == "":
+				at = s.Value
+			}
+		}
+	}
+	if v == "" {
+		v = "devel"
+	}
+	if rev == "" {
+		rev = "unknown"
+	}
+	if at == "" {
+		at = "unknown"
+	}
+	return v, rev, at
+}
+
+// printVersion prints "memory-mcp VERSION (commit COMMIT, built DATE, GO)".
+func printVersion(w io.Writer) {
+	v, rev, at := buildInfo()
+	fmt.Fprintf(w, "memory-mcp %s (commit %s, built %s, %s, %s)\n", v, rev, at, runtime.Version(), jsonBuild())
+}
+
+// jsonBuild says which encoding/json the binary has: the v2 implementation
+// (GOEXPERIMENT=jsonv2, as the releases are built: large files are cheaper) or the v1.
+func jsonBuild() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "GOEXPERIMENT" && slices.Contains(strings.Split(s.Value, ","), "jsonv2") {
+				return "encoding/json v2 (GOEXPERIMENT=jsonv2)"
+			}
+		}
+	}
+	return "encoding/json v1"
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `memory-mcp: Anthropic's memory tool (memory_20250818) as an MCP server.
+
+Usage:
+  memory-mcp [flags]               serve (stdio by default)
+  memory-mcp [flags] exec JSON|-   run one memory_20250818 input, print the result (exit 1 on an error result)
+  memory-mcp [flags] ui            serve the web page on 127.0.0.1 (a free port); the first line
+                                   printed is its address with a one-time login token
+  memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
+  memory-mcp -backend postgres -dsn URL migrate
+                                   bring the database's schema up to date
+  memory-mcp [flags] export [-no-history] [FILE]
+                                   write the store (files and history) as a tar stream to FILE or stdout
+  memory-mcp [flags] import [FILE] read such a stream into an empty store (of any backend)
+  memory-mcp [flags] log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]
+                                   the history of changes, newest first
+  memory-mcp [flags] show PATH@SEQ the content of PATH after version SEQ
+  memory-mcp [flags] diff PATH [SEQ [SEQ]]
+                                   unified diff of PATH's last change, of version SEQ, or between two
+  memory-mcp [flags] restore PATH@SEQ | restore -at TIME [PATH]
+                                   put PATH (a file or directory) back as it was; undo with restore too
+  memory-mcp [flags] redact PATH@SEQ
+                                   purge that version's content from the history
+  memory-mcp help [COMMAND]        this help, or a command's own (also: memory-mcp COMMAND -help)
+
+Flags (each also settable as MEMORY_MCP_<FLAG>, e.g. MEMORY_MCP_MAX_VIEW_CHARS):
+`)
+	fs := newFlags(&config{})
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }

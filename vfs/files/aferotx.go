@@ -1,0 +1,376 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+
+	"github.com/memory-mcp/memory-mcp/vfs"
+)
+
+// aferoTx is one transaction on an AferoStorage.
+type aferoTx struct {
+	s        *AferoStorage
+	write    bool
+	weight   int64
+	external bool
+	done     bool
+	changed  bool       // the generation was bumped for this transaction
+	journal  []string   // access events to record when the transaction ends
+	compact  bool       // fold the access journal into the snapshot on commit
+	hist     *historyTx // the history as this transaction uses it, once asked for
+	waitFor  uint64     // where a flush of the write-ahead log must reach before it answers
+}
+
+// External reports whether another process changed the storage before this transaction.
+func (tx *aferoTx) External() bool { return tx.external }
+
+// Commit ends the transaction: its access events are appended to the journal while the
+// storage lock is still held, then the locks are released.
+func (tx *aferoTx) Commit() error { return tx.end(false) }
+
+// Rollback ends a transaction after a failure: a change that failed half-way may have
+// changed sizes it did not account for.
+func (tx *aferoTx) Rollback() error { return tx.end(true) }
+
+func (tx *aferoTx) end(failed bool) error {
+	if tx.done {
+		return nil
+	}
+	tx.done = true
+	s := tx.s
+	if failed && tx.write {
+		s.setUsageUnknown()
+	}
+	if !failed && tx.hist != nil {
+		tx.hist.afterCommit() // under the exclusive lock still
+	}
+	if !failed && tx.write {
+		s.shareUsage()
+	}
+	if tx.hist != nil {
+		tx.hist.closeLog(false)
+	}
+	full := tx.flushAccess()
+	if s.walOn() {
+		tx.waitFor = s.history.wal.pending(tx.external)
+	}
+	s.fs.UnlockStorage()
+	s.lock.Release(tx.weight)
+	if full {
+		s.compactAccess() // after the shared lock is released: it needs the exclusive one
+	}
+	if failed && tx.changed {
+		return vfs.ErrChangesKept
+	}
+	return nil
+}
+
+// Durable returns, after Commit or Rollback, once what the transaction did and saw is
+// durable: with the write-ahead log, a flush of it that the transactions ending about
+// now share (see wal.go); without it, at once (every change flushed its own files).
+func (tx *aferoTx) Durable() error {
+	if tx.waitFor == 0 {
+		return nil
+	}
+	if err := tx.s.history.wal.flushTo(tx.s.fs, tx.waitFor); err != nil {
+		return fmt.Errorf("flush the write-ahead log: %w", err)
+	}
+	return nil
+}
+
+// jail refuses a path that a symbolic link in the storage leads into the server's own files
+// (the history, the locks), though they lie inside the root: rule P4 for bookkeeping. With
+// last, a final link counts too.
+func (tx *aferoTx) jail(p vfs.Path, last bool) error {
+	if !p.IsRoot() && tx.s.fs.ReachesBookkeeping(p.Name(), last) {
+		return &fs.PathError{Op: "open", Path: p.Name(), Err: vfs.ErrEscape}
+	}
+	return nil
+}
+
+// beforeChange runs once before a transaction's first change: it tells other processes
+// that the storage is changing before anything is touched, so that even a crash half-way
+// leaves them knowing their caches are stale.
+func (tx *aferoTx) beforeChange() error {
+	if !tx.write {
+		return vfs.ErrReadOnlyTx
+	}
+	if tx.changed {
+		return nil
+	}
+	tx.changed = true
+	tx.s.cacheMu.Lock()
+	defer tx.s.cacheMu.Unlock()
+	tx.s.gen++
+	tx.s.usageShared = false
+	return tx.s.fs.SetGeneration(tx.s.gen)
+}
+
+// Stat describes the entry at p without following a final symbolic link. A symbolic link
+// anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
+// that points outside. A path that runs through a file reports IsNotExist.
+func (tx *aferoTx) Stat(ctx context.Context, p vfs.Path) (vfs.Entry, error) {
+	if err := tx.jail(p, true); err != nil {
+		return vfs.Entry{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return vfs.Entry{}, err
+	}
+	name := p.Name()
+	fi, _, err := tx.s.fs.LstatIfPossible(name)
+	if err != nil {
+		return vfs.Entry{}, err
+	}
+	e := vfs.Entry{Name: fi.Name(), Kind: vfs.KindOf(fi.Mode())}
+	switch e.Kind {
+	case vfs.KindLink:
+		if _, err := tx.s.fs.Stat(name); errors.Is(err, vfs.ErrEscape) {
+			return vfs.Entry{}, err
+		}
+	case vfs.KindFile:
+		e.Size = fi.Size()
+	}
+	return e, nil
+}
+
+// ReadFile returns the content of the file at p.
+func (tx *aferoTx) ReadFile(ctx context.Context, p vfs.Path) ([]byte, error) {
+	if err := tx.jail(p, true); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	data, err := readRegular(tx.s.fs, p.Name(), p.String())
+	if err == nil {
+		tx.touch(p.Name())
+	}
+	return data, err
+}
+
+// OpenFile opens the regular file at p for reading, so that a large file can be read in
+// pieces (see Tx.Open).
+func (tx *aferoTx) OpenFile(ctx context.Context, p vfs.Path) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := tx.jail(p, true); err != nil {
+		return nil, err
+	}
+	f, err := tx.s.fs.Open(p.Name())
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, errors.Join(err, &fs.PathError{Op: "read", Path: p.String(), Err: vfs.ErrNotRegular})
+	}
+	tx.touch(p.Name())
+	return f, nil
+}
+
+// readRegular reads the regular file name whole (shown in an error as display).
+func readRegular(fsys FS, name, display string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: display, Err: vfs.ErrNotRegular}
+	}
+	// One allocation of the right size; the +1 lets ReadAll see EOF without growing.
+	buf := make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 4096)
+		}
+	}
+}
+
+// List returns the entries of the directory at p, sorted by name in byte order, without the
+// server's bookkeeping files, described without following links.
+func (tx *aferoTx) List(ctx context.Context, p vfs.Path) ([]vfs.Entry, error) {
+	if err := tx.jail(p, true); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d, err := tx.s.fs.OpenDir(p.Name())
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	entries, err := d.Entries()
+	if err != nil {
+		return nil, err
+	}
+	return sorted(entries), nil
+}
+
+// WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
+// old or the new content, never a mix.
+func (tx *aferoTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error {
+	if err := tx.jail(p, true); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	var was int64
+	tx.s.cacheMu.Lock()
+	known := tx.s.usageKnown
+	tx.s.cacheMu.Unlock()
+	if known {
+		if fi, err := tx.s.fs.Stat(p.Name()); err == nil {
+			was = fi.Size()
+		}
+	}
+	if err := tx.s.writeFile(p.Name(), data, false); err != nil {
+		return err
+	}
+	tx.s.addUsage(int64(len(data)) - was)
+	tx.touch(p.Name())
+	return nil
+}
+
+// CreateFile creates a new file at p with data as its content, creating missing parent
+// directories; it fails with fs.ErrExist if p exists, and never replaces anything.
+func (tx *aferoTx) CreateFile(ctx context.Context, p vfs.Path, data []byte) error {
+	if err := tx.jail(p, true); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	undo, err := tx.mkdirParents(p)
+	if err != nil {
+		return err
+	}
+	if err := tx.s.writeFile(p.Name(), data, true); err != nil {
+		undo()
+		return err
+	}
+	tx.s.addUsage(int64(len(data)))
+	tx.touch(p.Name())
+	return nil
+}
+
+// mkdirParents creates the missing parent directories of p. undo removes the ones it
+// created, for a change that then fails: a refused change leaves nothing behind.
+func (tx *aferoTx) mkdirParents(p vfs.Path) (undo func(), err error) {
+	var missing []string // deepest first
+	for q := p.Parent(); !q.IsRoot(); q = q.Parent() {
+		if _, _, err := tx.s.fs.LstatIfPossible(q.Name()); err == nil {
+			break
+		}
+		missing = append(missing, q.Name())
+	}
+	undo = func() {
+		for _, name := range missing {
+			tx.s.fs.Remove(name) // only if still empty: Remove never deletes a non-empty directory
+		}
+	}
+	if len(missing) == 0 {
+		return func() {}, nil
+	}
+	if err := tx.s.fs.MkdirAll(p.Parent().Name(), 0o700); err != nil {
+		undo()
+		return nil, err
+	}
+	return undo, nil
+}
+
+// RemoveAll deletes the file or directory at p with everything below it.
+func (tx *aferoTx) RemoveAll(ctx context.Context, p vfs.Path) error {
+	if err := tx.jail(p, false); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	size, err := tx.sizeOf(ctx, p.Name())
+	if err != nil {
+		return err
+	}
+	if err := tx.s.fs.RemoveAll(p.Name()); err != nil {
+		return err
+	}
+	tx.s.addUsage(-size)
+	tx.forget(p.Name())
+	return tx.s.syncDir(p.Parent().Name())
+}
+
+// RemoveDir deletes the directory at p if nothing is in it.
+func (tx *aferoTx) RemoveDir(ctx context.Context, p vfs.Path) error {
+	if err := tx.jail(p, false); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	if err := tx.s.fs.Remove(p.Name()); err != nil {
+		return err
+	}
+	return tx.s.syncDir(p.Parent().Name())
+}
+
+// Rename moves oldp to newp, creating missing parents of newp. It fails with fs.ErrExist if
+// newp exists; the check and the move are one step, so a concurrent create is never
+// overwritten.
+func (tx *aferoTx) Rename(ctx context.Context, oldp, newp vfs.Path) error {
+	if err := errors.Join(tx.jail(oldp, false), tx.jail(newp, false)); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := tx.beforeChange(); err != nil {
+		return err
+	}
+	undo, err := tx.mkdirParents(newp)
+	if err != nil {
+		return err
+	}
+	if err := tx.s.fs.RenameNoReplace(oldp.Name(), newp.Name()); err != nil {
+		undo()
+		return err
+	}
+	tx.move(oldp.Name(), newp.Name())
+	if err := tx.s.syncDir(oldp.Parent().Name()); err != nil {
+		return err
+	}
+	if newp.Parent() == oldp.Parent() {
+		return nil // one directory: flushed once
+	}
+	return tx.s.syncDir(newp.Parent().Name())
+}

@@ -1,0 +1,329 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"time"
+)
+
+// Tx is one transaction of a Store, as the commands use it: the storage's transaction, bound
+// to the call's context, recording what it changes for the feed. Its methods take
+// validated virtual paths.
+type Tx struct {
+	t       Txn
+	ctx     context.Context
+	write   bool
+	digests bool // compute the changes' digests (someone subscribes)
+	changes []Change
+	first   [1]Change // most transactions change one file: no allocation for it
+	batch   Batch
+
+	hist           History // nil when the store keeps no history
+	actor, command string  // who and what makes the changes, for their versions
+
+	// The file this transaction read last, whose digest a change of it needs (str_replace
+	// and insert read the file they then write).
+	readPath string
+	readData []byte
+}
+
+// Stat describes the entry at p without following a final symbolic link. A symbolic link
+// anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
+// that points outside. A path that runs through a file reports IsNotExist.
+func (tx *Tx) Stat(p Path) (Entry, error) { return tx.t.Stat(tx.ctx, p) }
+
+// ReadFile returns the content of the file at p.
+func (tx *Tx) ReadFile(p Path) ([]byte, error) {
+	data, err := tx.t.ReadFile(tx.ctx, p)
+	if err == nil && tx.write {
+		tx.readPath, tx.readData = p.clean, data
+	}
+	return data, err
+}
+
+// Open returns a reader of the regular file at p, valid until the transaction ends: the
+// file read in pieces where the storage can (a file on disk may be larger than anything
+// the server should hold), else its content read whole.
+func (tx *Tx) Open(p Path) (io.ReadCloser, error) {
+	if o, ok := tx.t.(interface {
+		OpenFile(context.Context, Path) (io.ReadCloser, error)
+	}); ok {
+		return o.OpenFile(tx.ctx, p)
+	}
+	data, err := tx.t.ReadFile(tx.ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// List returns the entries of the directory at p, sorted by name in byte order, without
+// the server's bookkeeping files, described without following links.
+func (tx *Tx) List(p Path) ([]Entry, error) { return tx.t.List(tx.ctx, p) }
+
+// Tree describes the directory at p and everything below it: its entries down to depth
+// levels (1: the children only), and the total size of every directory at any depth. An
+// entry for which skip reports true is neither listed nor counted, nor descended into;
+// symbolic links and special files never are. It gives up when the call's context is done.
+func (tx *Tx) Tree(p Path, depth int, skip func(name string) bool) (Node, error) {
+	return tx.t.Tree(tx.ctx, p, depth, skip)
+}
+
+// Usage returns the bytes of all files at virtual paths (hidden files included, the
+// server's bookkeeping not).
+func (tx *Tx) Usage() (int64, error) { return tx.t.Usage(tx.ctx) }
+
+// WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
+// old or the new content, never a mix.
+func (tx *Tx) WriteFile(p Path, data []byte) error {
+	before, err := tx.state(p)
+	if err != nil {
+		return err
+	}
+	c := Change{Kind: Modified, Path: p.clean, SizeBefore: before.size, SHA256Before: before.sum, SizeAfter: int64(len(data))}
+	if tx.digests {
+		c.SHA256After = DigestOf(data)
+	}
+	if tx.hist != nil {
+		if err := tx.hist.Keep(tx.ctx, c.SHA256After, data); err != nil {
+			return err
+		}
+		v := Version{Kind: Modified, Path: p.clean, Size: c.SizeAfter, SHA256: c.SHA256After, PrevSize: before.size, Prev: before.sum}
+		if err := tx.record(v); err != nil {
+			return err
+		}
+	}
+	if err := tx.settle(tx.t.WriteFile(tx.ctx, p, data)); err != nil {
+		return err
+	}
+	tx.readPath, tx.readData = "", nil
+	tx.changes = append(tx.changes, c)
+	return nil
+}
+
+// CreateFile creates a new file at p with data as its content, creating missing parent
+// directories; it fails with fs.ErrExist if p exists, and never replaces anything.
+func (tx *Tx) CreateFile(p Path, data []byte) error {
+	c := Change{Kind: Created, Path: p.clean, SizeAfter: int64(len(data))}
+	if tx.digests {
+		c.SHA256After = DigestOf(data)
+	}
+	if tx.hist != nil {
+		if err := tx.hist.Keep(tx.ctx, c.SHA256After, data); err != nil {
+			return err
+		}
+		if err := tx.record(Version{Kind: Created, Path: p.clean, Size: c.SizeAfter, SHA256: c.SHA256After}); err != nil {
+			return err
+		}
+	}
+	if err := tx.settle(tx.t.CreateFile(tx.ctx, p, data)); err != nil {
+		return err
+	}
+	tx.changes = append(tx.changes, c)
+	return nil
+}
+
+// record announces to the history the versions the next operation makes.
+func (tx *Tx) record(vs ...Version) error {
+	for i := range vs {
+		vs[i].Actor, vs[i].Command = tx.actor, tx.command
+	}
+	return tx.hist.Record(tx.ctx, vs)
+}
+
+// settle tells the history how the operation it was told of ended, and returns the
+// operation's error. (A failure to write that down is no failure of the operation: the next
+// transaction checks an unsettled operation against the files.)
+func (tx *Tx) settle(opErr error) error {
+	return tx.settleAs(opErr, Failed)
+}
+
+// settleAs is settle for an operation that ends as failure when it fails.
+func (tx *Tx) settleAs(opErr error, failure Outcome) error {
+	if tx.hist != nil {
+		outcome := Done
+		if opErr != nil {
+			outcome = failure
+		}
+		tx.hist.Settle(tx.ctx, outcome)
+	}
+	return opErr
+}
+
+// version returns the transaction's version number in the history (0 if none).
+func (tx *Tx) version() uint64 {
+	if tx.hist == nil {
+		return 0
+	}
+	return tx.hist.Seq()
+}
+
+// RemoveAll deletes the file or directory at p with everything below it.
+func (tx *Tx) RemoveAll(p Path) error {
+	files, err := tx.files(p)
+	if err != nil {
+		return err
+	}
+	if tx.hist != nil && len(files) > 0 {
+		vs := make([]Version, len(files))
+		for i, f := range files {
+			vs[i] = Version{Kind: Deleted, Path: f.path, PrevSize: f.size, Prev: f.sum}
+		}
+		if err := tx.record(vs...); err != nil {
+			return err
+		}
+	}
+	if err := tx.settleAs(tx.t.RemoveAll(tx.ctx, p), Partial); err != nil {
+		return err
+	}
+	for _, f := range files {
+		tx.changes = append(tx.changes, Change{Kind: Deleted, Path: f.path, SizeBefore: f.size, SHA256Before: f.sum})
+	}
+	return nil
+}
+
+// Rename moves oldp to newp, creating missing parents of newp. It fails with fs.ErrExist if
+// newp exists; the check and the move are one step, so a concurrent create is never
+// overwritten.
+func (tx *Tx) Rename(oldp, newp Path) error {
+	files, err := tx.files(oldp)
+	if err != nil {
+		return err
+	}
+	if tx.hist != nil && len(files) > 0 {
+		vs := make([]Version, len(files))
+		for i, f := range files {
+			vs[i] = Version{Kind: Moved, Path: f.path, NewPath: newp.clean + f.path[len(oldp.clean):],
+				Size: f.size, SHA256: f.sum, PrevSize: f.size, Prev: f.sum}
+		}
+		if err := tx.record(vs...); err != nil {
+			return err
+		}
+	}
+	if err := tx.settle(tx.t.Rename(tx.ctx, oldp, newp)); err != nil {
+		return err
+	}
+	for _, f := range files {
+		to := newp.clean + f.path[len(oldp.clean):]
+		tx.changes = append(tx.changes, Change{
+			Kind: Moved, From: f.path, Path: to,
+			SizeBefore: f.size, SHA256Before: f.sum, SizeAfter: f.size, SHA256After: f.sum,
+		})
+	}
+	return nil
+}
+
+type fileState struct {
+	path string
+	size int64
+	sum  Digest // zero unless tx.digests
+}
+
+// state describes the file at p as it is before a change of it: its size, and its digest
+// when the transaction computes digests (reading the file unless it was just read).
+func (tx *Tx) state(p Path) (fileState, error) {
+	f := fileState{path: p.clean}
+	switch {
+	case tx.readPath == p.clean:
+		f.size = int64(len(tx.readData))
+		if tx.digests {
+			f.sum = DigestOf(tx.readData)
+		}
+		if tx.hist != nil {
+			// The content before the change must be restorable: usually the history
+			// has it already (as the previous version's), else it is kept now.
+			return f, tx.hist.Keep(tx.ctx, f.sum, tx.readData)
+		}
+	case tx.digests:
+		data, err := tx.t.ReadFile(tx.ctx, p)
+		if err != nil {
+			return f, err
+		}
+		f.size, f.sum = int64(len(data)), DigestOf(data)
+		if tx.hist != nil {
+			return f, tx.hist.Keep(tx.ctx, f.sum, data)
+		}
+	default:
+		e, err := tx.t.Stat(tx.ctx, p)
+		if err != nil {
+			return f, err
+		}
+		f.size = e.Size
+	}
+	return f, nil
+}
+
+// files describes the regular file at p, or every regular file below the directory at p,
+// as a delete or rename of p is about to change them.
+func (tx *Tx) files(p Path) ([]fileState, error) {
+	e, err := tx.t.Stat(tx.ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []fileState
+	add := func(q Path, size int64) error {
+		if !tx.digests {
+			out = append(out, fileState{path: q.clean, size: size})
+			return nil
+		}
+		f, err := tx.state(q)
+		out = append(out, f)
+		return err
+	}
+	switch e.Kind {
+	case KindFile:
+		return out, add(p, e.Size)
+	case KindDir:
+		tree, err := tx.t.Tree(tx.ctx, p, maxDepth, func(string) bool { return false })
+		if err != nil {
+			return nil, err
+		}
+		var walk func(dir Path, nodes []Node) error
+		walk = func(dir Path, nodes []Node) error {
+			for _, n := range nodes {
+				q := dir.Join(n.Name)
+				if n.Dir {
+					if err := walk(q, n.Children); err != nil {
+						return err
+					}
+				} else if err := add(q, n.Size); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return out, walk(p, tree.Children)
+	}
+	return nil, nil // a link or special file: removing it changes no file
+}
+
+// Versions returns every version in the store's history, oldest first (ErrNoHistory when
+// the store keeps none).
+func (tx *Tx) Versions() ([]Version, error) {
+	if tx.hist == nil {
+		return nil, ErrNoHistory
+	}
+	return tx.hist.Versions(tx.ctx)
+}
+
+// Content returns a content the history keeps, by digest (ErrNoContent when it was pruned or
+// redacted).
+func (tx *Tx) Content(d Digest) ([]byte, error) {
+	if tx.hist == nil {
+		return nil, ErrNoHistory
+	}
+	return tx.hist.Content(tx.ctx, d)
+}
+
+// Redact purges a content from the history, marking the versions that named it as redacted
+// by the transaction's actor; it returns how many versions it marked.
+func (tx *Tx) Redact(d Digest) (int, error) {
+	if tx.hist == nil {
+		return 0, ErrNoHistory
+	}
+	return tx.hist.Redact(tx.ctx, d, Redaction{By: tx.actor, Time: time.Now().UTC()})
+}
+
+// RemoveDir deletes the directory at p if it is empty.
+func (tx *Tx) RemoveDir(p Path) error { return tx.t.RemoveDir(tx.ctx, p) }
