@@ -64,6 +64,10 @@ type notifier struct {
 	sessions map[string]*listener // 2025-era sessions, by session id (registered ones)
 	watches  map[*handlers.Handlers]*watch
 	running  sync.WaitGroup // the watches' goroutines, which read the memories
+
+	// The clock of list_changed's pacing (time.Now and time.AfterFunc; tests set their own).
+	now   func() time.Time
+	after func(time.Duration, func()) interface{ Stop() bool }
 }
 
 // listener is one session or listen stream that receives notifications.
@@ -82,11 +86,11 @@ type watch struct {
 	listeners map[*listener]bool
 	paths     map[string]bool // the listed files, to tell list changes made elsewhere
 	stop      context.CancelFunc
-	known     bool          // paths came from a listing (none failed)
-	listSent  time.Time     // the last list_changed
-	listLater *time.Timer   // the one due listEvery after it, when the list changed since
-	ended     bool          // the watch stopped: a due list_changed is not sent
-	ready     chan struct{} // closed once the first listing is read (see add)
+	known     bool                     // paths came from a listing (none failed)
+	listSent  time.Time                // the last list_changed
+	listLater interface{ Stop() bool } // the one due listEvery after it, when the list changed since
+	ended     bool                     // the watch stopped: a due list_changed is not sent
+	ready     chan struct{}            // closed once the first listing is read (see add)
 
 	// While the memory is read (scanning: the first listing in add, later ones in the
 	// watch's goroutine), this process's batches wait in queued, up to maxQueued; past
@@ -104,6 +108,10 @@ func newNotifier(s *Server) *notifier {
 	return &notifier{
 		s: s, sessions: map[string]*listener{}, watches: map[*handlers.Handlers]*watch{},
 		warn: s.log.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Minute}),
+		now:  time.Now,
+		after: func(d time.Duration, f func()) interface{ Stop() bool } {
+			return time.AfterFunc(d, f)
+		},
 	}
 }
 
@@ -465,8 +473,8 @@ func (n *notifier) listChangedLocked(w *watch) {
 	if w.listLater != nil {
 		return // one is due, and will say this change too
 	}
-	if wait := listEvery - time.Since(w.listSent); wait > 0 {
-		w.listLater = time.AfterFunc(wait, func() {
+	if wait := listEvery - n.now().Sub(w.listSent); wait > 0 {
+		w.listLater = n.after(wait, func() {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			w.listLater = nil
@@ -480,7 +488,7 @@ func (n *notifier) listChangedLocked(w *watch) {
 }
 
 func (n *notifier) sendListLocked(w *watch) {
-	w.listSent = time.Now()
+	w.listSent = n.now()
 	for l := range w.listeners {
 		if l.listChanged {
 			n.send(l, mcp.MethodNotificationResourcesListChanged, nil)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
@@ -31,73 +32,78 @@ func stdioServer(t *testing.T) (*Server, *handlers.Handlers, io.Writer, <-chan s
 	return s, mem, inW, lines
 }
 
+// fakeTimer is a timer of fakeClock's: it fires when the test says so.
+type fakeTimer struct {
+	f       func()
+	stopped bool
+}
+
+func (t *fakeTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
+
 // A burst of changes to the list of files is announced at once and once more listEvery
-// after the last announcement, not once per change; the last announcement comes after the
-// burst's last change, and a change after a quiet listEvery is announced at once again.
+// after the last announcement, not once per change; that one says the burst's last change
+// too, and a change after a quiet listEvery is announced at once again. The clock is the
+// test's: nothing here depends on how fast the machine is.
 func TestListChangedOncePerBurst(t *testing.T) {
-	_, _, inW, lines := stdioServer(t)
-	var notes []time.Time // list_changed arrivals
-	call := func(id int, msg string) time.Time {
-		t.Helper()
-		fmt.Fprintf(inW, msg+"\n", id)
-		answer := awaitAnswer(t, lines, fmt.Sprint(id), func(l stdioLine) {
-			if strings.Contains(l.text, `"notifications/resources/list_changed"`) {
-				notes = append(notes, l.at)
-			}
-		})
-		if strings.Contains(answer.text, `"isError":true`) {
-			t.Fatalf("call %d failed: %s", id, answer.text)
+	s := New(handlers.New(files.NewMemoryStore(), handlers.DefaultLimits()), Config{Version: "test"})
+	n := s.notify
+	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	var timers []*fakeTimer
+	n.now = func() time.Time { return now }
+	n.after = func(d time.Duration, f func()) interface{ Stop() bool } {
+		if d <= 0 || d > listEvery {
+			t.Errorf("a list_changed set for %v from now", d)
 		}
-		return answer.at
+		tm := &fakeTimer{f: f}
+		timers = append(timers, tm)
+		return tm
 	}
-	call(0, `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
-	create := func(id int) time.Time {
-		return call(id, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/f`+fmt.Sprint(id)+`.md","file_text":"x"}}}`)
-	}
-	// wait collects list_changed notifications until none came for twice listEvery.
-	wait := func() {
-		t.Helper()
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					return
-				}
-				if strings.Contains(l.text, `"notifications/resources/list_changed"`) {
-					notes = append(notes, l.at)
-				}
-			case <-time.After(2*listEvery + 500*time.Millisecond):
-				return
+	sess := &stdioSession{notifications: make(chan mcp.JSONRPCNotification, 100)}
+	l := &listener{session: sess, listChanged: true}
+	w := &watch{listeners: map[*listener]bool{l: true}}
+	sent := func() int {
+		k := 0
+		for len(sess.notifications) > 0 {
+			if note := <-sess.notifications; note.Method == string(mcp.MethodNotificationResourcesListChanged) {
+				k++
 			}
 		}
+		return k
+	}
+	change := func() {
+		n.mu.Lock()
+		n.listChangedLocked(w)
+		n.mu.Unlock()
 	}
 
-	start := time.Now()
-	var last time.Time // when the last create was sent: its change comes after
-	for id := 1; id <= 40; id++ {
-		last = time.Now()
-		create(id)
+	change() // the first change of a burst: at once
+	if k := sent(); k != 1 {
+		t.Fatalf("the first change gave %d list_changed, want 1 at once", k)
 	}
-	burst := time.Since(start)
-	wait()
-	if max := int(burst/listEvery) + 2; len(notes) > max || len(notes) < 1 {
-		t.Errorf("40 creates in %v gave %d list_changed, want 1 to %d", burst, len(notes), max)
+	for range 39 { // the rest of the burst, a millisecond apart
+		now = now.Add(time.Millisecond)
+		change()
 	}
-	if len(notes) > 0 && notes[len(notes)-1].Before(last) {
-		t.Errorf("the last list_changed came before the last create was sent: a client re-listing then misses it")
+	if k := sent(); k != 0 || len(timers) != 1 {
+		t.Fatalf("the burst's 39 more changes gave %d list_changed at once and %d timers, want 0 and 1", k, len(timers))
 	}
-
-	notes = nil
-	answered := create(100)
-	wait()
-	if len(notes) != 1 || notes[0].Sub(answered) > listEvery/2 {
-		t.Errorf("a create after a quiet spell gave list_changed at %v after its answer (%d of them), want one at once", func() time.Duration {
-			if len(notes) == 0 {
-				return -1
-			}
-			return notes[0].Sub(answered)
-		}(), len(notes))
+	now = now.Add(listEvery)
+	timers[0].f() // listEvery after the first announcement: one more, for all the rest
+	if k := sent(); k != 1 {
+		t.Errorf("the due list_changed: %d sent, want 1", k)
+	}
+	now = now.Add(2 * listEvery)
+	change() // after a quiet spell: at once again
+	if k := sent(); k != 1 || len(timers) != 1 {
+		t.Errorf("a change after a quiet spell gave %d list_changed and %d timers, want 1 at once", k, len(timers))
+	}
+	// A watch that ended sends nothing when its due notification comes.
+	now = now.Add(time.Millisecond)
+	change()
+	w.ended = true
+	timers[len(timers)-1].f()
+	if k := sent(); k != 0 {
+		t.Errorf("an ended watch sent %d list_changed", k)
 	}
 }
 
