@@ -33,8 +33,8 @@ const lineHead = 64 << 10
 // This is our own loop around mcp-go's message handler rather than mcp-go's StdioServer,
 // which, when its input ends, cancels the calls still running and drops queued ones (their
 // responses are lost and their changes may be half done), and leaves an oversized line
-// unanswered. One goroutine reads; each request runs on a goroutine of its own, at most
-// maxStdioRequests at once; notifications are handled in order as they are read.
+// unanswered. One goroutine reads; each request runs on one of at most maxStdioRequests
+// workers; notifications are handled in order as they are read.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, maxLine int64) error {
 	sess := &stdioSession{notifications: make(chan mcp.JSONRPCNotification, 100)}
 	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
@@ -71,9 +71,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 		}
 	}()
 
-	// The reader reads each line in turn and dispatches it: a request to a goroutine of its
-	// own, at most maxStdioRequests at once (reading waits beyond), a notification handled
-	// before the next line is read. Once ctx ends nothing new starts; a read pending then is
+	// The reader reads each line in turn and dispatches it: a request to a worker, at most
+	// maxStdioRequests at once (reading waits beyond), a notification handled before the
+	// next line is read. Once ctx ends nothing new starts; a read pending then is
 	// left to end with the process.
 	calls := &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{})}
 	inputDone := make(chan error, 1)
@@ -157,8 +157,7 @@ func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx
 type stdioCalls struct {
 	slots   chan struct{}
 	jobs    chan func()
-	free    atomic.Int32 // workers waiting for a job
-	workers int          // started; only the reader starts them
+	workers int // started; only the reader starts them
 	mu      sync.Mutex
 	cancel  map[string]*context.CancelFunc // by id; a client may use an id again once answered
 	running int
@@ -194,21 +193,27 @@ func (c *stdioCalls) start(parent context.Context, id string) (ctx context.Conte
 	}, true
 }
 
-// run runs job on a free worker, starting one when none is free (a slot is held, so there
-// are never more than the slots).
+// run runs job on a free worker, or on a new one when none is free and fewer than the
+// slots are started; else the next worker to be free takes it.
 func (c *stdioCalls) run(job func()) {
-	if c.free.Load() == 0 && c.workers < cap(c.slots) {
-		c.workers++
-		go func() {
-			for job := range c.jobs {
-				job()
-				c.free.Add(1)
-			}
-		}()
-	} else {
-		c.free.Add(-1)
+	select {
+	case c.jobs <- job:
+		return
+	default:
 	}
-	c.jobs <- job
+	if c.workers == cap(c.slots) {
+		c.jobs <- job
+		return
+	}
+	c.workers++
+	go c.work(job)
+}
+
+// work runs job, then every job it is given, until the jobs end.
+func (c *stdioCalls) work(job func()) {
+	for ok := true; ok; job, ok = <-c.jobs {
+		job()
+	}
 }
 
 // stop lets no request start any more, and returns a channel closed once none runs.
