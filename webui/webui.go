@@ -302,8 +302,12 @@ func clientAddress(r *http.Request) string {
 	return host
 }
 
-// buckets are token buckets by key: burst at once, then one per every. Full buckets are
-// forgotten when the map grows large, so the keys an attacker makes up hold no memory.
+// buckets are token buckets by key: burst at once, then one per every. Past maxBucketKeys
+// keys, the ones paid back are forgotten, and if that is not enough, all of them: the map
+// stays bounded whatever keys come (a flood from that many addresses at once starts afresh).
+// maxBucketKeys bounds the keys buckets remember.
+const maxBucketKeys = 10000
+
 type buckets struct {
 	burst int
 	every time.Duration
@@ -324,11 +328,14 @@ func (b *buckets) take(key string, now time.Time) (wait time.Duration, ok bool) 
 		return time.Duration((c.used + 1 - float64(b.burst)) * float64(b.every)), false
 	}
 	c.used++
-	if len(b.m) >= 10000 {
+	if len(b.m) >= maxBucketKeys {
 		for k, o := range b.m {
 			if o.used-float64(now.Sub(o.at))/float64(b.every) <= 0 {
 				delete(b.m, k)
 			}
+		}
+		if len(b.m) >= maxBucketKeys {
+			clear(b.m)
 		}
 	}
 	b.m[key] = c
