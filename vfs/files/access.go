@@ -177,7 +177,7 @@ func (a *accessLog) append(fsys FS, data []byte) (os.FileInfo, error) {
 		if err == nil {
 			err = serr
 		}
-		if err == nil && a.keep != nil && !unlinked(fi) {
+		if err == nil && a.keep != nil && !unlinked(f, fi) {
 			a.file = f
 			return fi, nil
 		}

@@ -1,8 +1,8 @@
 // Package files holds the memory-mcp stores kept as files: a host directory opened as an
 // os.Root (OSFs), memory (MemFs) and a copy-on-write overlay of a read-only directory
 // (OverlayFs), all under one vfs.Storage implementation (AferoStorage) with its storage
-// lock, access journal, history files and, on Linux, the write-ahead log that makes each
-// change durable with one shared flush.
+// lock, access journal, history files and the write-ahead log that makes each change
+// durable with one shared flush.
 package files
 
 import (

@@ -451,16 +451,6 @@ func (f *OSFs) BootID() string {
 	return bootID()
 }
 
-// SyncAll flushes everything written to the filesystem that holds the directory.
-func (f *OSFs) SyncAll() error {
-	d, err := f.root.Open(".")
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return syncFS(d)
-}
-
 // Reload does nothing: an OSFs caches nothing that another process could change.
 func (f *OSFs) Reload() error { return nil }
 

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -46,8 +51,9 @@ import (
 // Recovery drops from the history every later group that no record in the log names (it
 // was never acknowledged) and then compares every file with what the history says: a file
 // that differs (such a change, or an edit by hand) gets a version of its own (command
-// "recover"), so that the history and the files agree and nothing is overwritten. What a crash of the machine leaves may lack any unflushed write, so the log is kept
-// until a checkpoint flushes the whole filesystem (syncfs) and empties it: when the log
+// "recover"), so that the history and the files agree and nothing is overwritten. What a
+// crash of the machine leaves may lack any unflushed write, so the log is kept until a
+// checkpoint flushes what its records name (flushLogged) and empties it: when the log
 // is older than walMaxAge or grows past walMaxBytes, before the history is rewritten (pruning,
 // redaction, import: a redacted content must not survive in the log), and when the store
 // is closed. The log's first line names the boot it was written in; a process that finds
@@ -56,29 +62,27 @@ import (
 // the state they leave it in, where it still shows a state they passed through (a file
 // edited by hand since is left alone). Then it checkpoints.
 //
-// The log needs to know the machine's boot (Linux: /proc/sys/kernel/random/boot_id) and to
-// flush a filesystem at once (syncfs); elsewhere, and on the memory and overlay backends,
-// it is off and every change flushes its own files.
+// The log needs to know the machine's boot (bootID: Linux, macOS and Windows each name it);
+// where that is unknown, and on the memory and overlay backends, it is off and every change
+// flushes its own files.
 const (
 	walName     = historyDir + "/wal"
 	walFormat   = 3 // 2: the header's From; 3: written in advance (zeros), the header's Cycle
 	walMaxBytes = 64 << 20
 	walChunk    = 1 << 20 // the log grows by this much of zeros at a time
 	walShrink   = 4 << 20 // and a checkpoint cuts it back to one chunk past this
-	// walMaxAge lets the kernel write the files back by itself first (Linux does within
+	// walMaxAge lets the system write the files back by itself first (Linux does within
 	// about 30 s), so that the checkpoint's flush finds little left to write and holds the
 	// store's lock only briefly.
 	walMaxAge = time.Minute
 )
 
-// durableFS is a filesystem on which the write-ahead log can run (OSFs on Linux).
+// durableFS is a filesystem on which the write-ahead log can run (OSFs).
 type durableFS interface {
 	// BootID names this boot of the machine ("" when unknown: no log).
 	BootID() string
 	// Reopened changes when the storage directory was replaced and the new one opened.
 	Reopened() uint64
-	// SyncAll flushes everything written to the filesystem.
-	SyncAll() error
 	// WriteFileUnsynced is WriteFileAtomic without its flushes.
 	WriteFileUnsynced(name string, data []byte, noReplace bool) error
 }
@@ -172,7 +176,7 @@ func (k *keptFile) use(ht *historyTx, h *fileHistory, name string, flag int) (f 
 	root := h.wal.fs.Reopened() // read first: a replacement meanwhile opens the file again
 	if k.f != nil && k.root == root {
 		if dir, err := ht.dirStatus(); err == nil && os.SameFile(dir, k.dir) {
-			if fi, err = k.f.Stat(); err == nil && !unlinked(fi) {
+			if fi, err = k.f.Stat(); err == nil && !unlinked(k.f, fi) {
 				return k.f, fi, false, nil
 			}
 		}
@@ -344,7 +348,7 @@ func (w *walState) flushLog(fsys FS, retry bool) error {
 	if err == nil {
 		fi, err = w.file.Stat()
 	}
-	if err != nil || unlinked(fi) {
+	if err != nil || unlinked(w.file, fi) {
 		w.file.Close()
 		w.file = nil
 		if err == nil && retry {
@@ -559,7 +563,7 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 	w.mu.Lock()
 	pos := w.appended // what the flush below covers
 	w.mu.Unlock()
-	if err := w.fs.SyncAll(); err != nil {
+	if err := ht.flushLogged(); err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -573,6 +577,65 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 	w.records.Store(0)
 	w.due, w.since = false, time.Time{}
 	return nil
+}
+
+// flushLogged makes durable what the log's records cover: every file they name, with each
+// directory from the file's up to the storage directory (for names made, moved or removed),
+// the contents they kept, and the history's log. It reads the log as recovery does, so
+// that it covers the records of every process.
+func (ht *historyTx) flushLogged() error {
+	fsys := ht.fs()
+	data, err := readAll(fsys, walName)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	files := map[string]bool{historyLogName: true}
+	dirs := map[string]bool{".": true, historyDir: true, historyObjects: true}
+	for _, r := range scanWAL(data).records {
+		for _, c := range r.C {
+			files[objectName(c.D)] = true
+		}
+		for _, v := range r.V {
+			for _, p := range []string{v.Path, v.NewPath} {
+				if p == "" {
+					continue
+				}
+				files[nameOf(p)] = true
+				for d := path.Dir(p); strings.HasPrefix(d, vfs.Root+"/"); d = path.Dir(d) {
+					dirs[nameOf(d)] = true
+				}
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		f, err := fsys.OpenFile(name, os.O_WRONLY, 0)
+		if errors.Is(err, fs.ErrPermission) {
+			f, err = fsys.OpenFile(name, os.O_RDONLY, 0) // a file made read-only by hand
+		}
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || isDirErr(fsys, name) {
+				continue // removed or moved by a later change, or a directory now
+			}
+			return err
+		}
+		err = syncFile(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(dirs)) {
+		if err := fsys.SyncDir(name); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return err
+		}
+	}
+	return nil
+}
+
+// isDirErr reports whether name is a directory (opening it for writing failed).
+func isDirErr(fsys FS, name string) bool {
+	fi, err := fsys.Stat(name)
+	return err == nil && fi.IsDir()
 }
 
 // empty writes zeros over the log's records and flushes them, keeping its size: the

@@ -284,7 +284,8 @@ func (ht *historyTx) reconcile(h *fileHistory, vs []vfs.Version) ([]vfs.Version,
 		if err := ht.makeDirs(h); err != nil {
 			return nil, err
 		}
-		if err := h.wal.fs.WriteFileUnsynced(objectName(d), data, true); err != nil && !errors.Is(err, fs.ErrExist) {
+		// Flushed now: no record names this content, so the checkpoint would not.
+		if err := ht.fs().WriteFileAtomic(objectName(d), data, true); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
 		v := version(vfs.Modified, p, was)

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,7 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 // needWAL skips a test where the write-ahead log is off.
 func needWAL(t *testing.T) {
 	if bootID() == "" {
-		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
+		t.Skip("no write-ahead log on this system: it needs the boot id that Linux, macOS and Windows give")
 	}
 }
 
@@ -837,5 +838,87 @@ func TestWALReadsWaitForTheFlush(t *testing.T) {
 	}
 	if n := g2.syncs.Load(); n != 1 {
 		t.Errorf("a read with nothing new flushed the log (%d flushes in all)", n)
+	}
+}
+
+// syncRecorder is an OSFs that records which files and directories were flushed.
+type syncRecorder struct {
+	*OSFs
+	mu     sync.Mutex
+	synced map[string]bool
+}
+
+type recordedFile struct {
+	afero.File
+	r    *syncRecorder
+	name string
+}
+
+func (f recordedFile) Sync() error {
+	f.r.mu.Lock()
+	f.r.synced[f.name] = true
+	f.r.mu.Unlock()
+	return f.File.Sync()
+}
+
+func (r *syncRecorder) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	f, err := r.OSFs.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return recordedFile{f, r, name}, nil
+}
+
+func (r *syncRecorder) SyncDir(name string) error {
+	r.mu.Lock()
+	r.synced[name+"/"] = true
+	r.mu.Unlock()
+	return r.OSFs.SyncDir(name)
+}
+
+// A checkpoint empties the log only after flushing everything its records cover: each file
+// changed, moved or removed, every directory from the file's up, the kept contents and the
+// history's log (the files themselves were written without a flush).
+func TestCheckpointFlushesWhatTheLogNames(t *testing.T) {
+	needWAL(t)
+	osfs, err := NewOSFs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+	st := NewAferoStorage(rec)
+	s := vfs.NewStore(st)
+	defer s.Close()
+	ctx := context.Background()
+	for _, fn := range []func(tx *vfs.Tx) error{
+		func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("a")) },
+		func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/x/y/z.md"), []byte("z")) },
+		func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/dir/b.md"), []byte("b")) },
+		func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/gone/c.md"), []byte("c")) },
+		func(tx *vfs.Tx) error { return tx.WriteFile(vfs.MustResolve("/memories/a.md"), []byte("a2")) },
+		func(tx *vfs.Tx) error {
+			return tx.Rename(vfs.MustResolve("/memories/dir"), vfs.MustResolve("/memories/moved"))
+		},
+		func(tx *vfs.Tx) error { return tx.RemoveAll(vfs.MustResolve("/memories/gone")) },
+	} {
+		if err := s.Update(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Lock()
+	clear(rec.synced)
+	rec.mu.Unlock()
+	checkpointNow(t, s)
+	want := []string{"a.md", "x/y/z.md", "moved/b.md", "./", "x/", "x/y/", "moved/", historyLogName,
+		objectName(vfs.DigestOf([]byte("a"))), objectName(vfs.DigestOf([]byte("c"))), historyObjects + "/"}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, name := range want {
+		if !rec.synced[name] {
+			t.Errorf("the checkpoint did not flush %s; it flushed %v", name, slices.Sorted(maps.Keys(rec.synced)))
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(osfs.dir, walName)); err != nil || len(bytes.TrimRight(data, "\x00")) != 0 {
+		t.Errorf("the log after the checkpoint holds %q (%v)", bytes.TrimRight(data, "\x00"), err)
 	}
 }
