@@ -79,7 +79,7 @@ func (c *config) validateHistory(rest []string) error {
 }
 
 // runHistory runs a history subcommand; the status is 1 when it fails.
-func runHistory(ctx context.Context, c *config, h *handlers.Handlers, rest []string, stdout, stderr io.Writer) int {
+func runHistory(ctx context.Context, c *config, h *handlers.Memory, rest []string, stdout, stderr io.Writer) int {
 	err := historyCommand(ctx, c, h, rest[0], rest[1:], stdout)
 	var usage usageError
 	switch {
@@ -93,7 +93,7 @@ func runHistory(ctx context.Context, c *config, h *handlers.Handlers, rest []str
 	return 0
 }
 
-func historyCommand(ctx context.Context, c *config, h *handlers.Handlers, cmd string, args []string, w io.Writer) error {
+func historyCommand(ctx context.Context, c *config, h *handlers.Memory, cmd string, args []string, w io.Writer) error {
 	ctx = vfs.WithActor(ctx, vfs.ActorLocal)
 	switch cmd {
 	case "log":

@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer c.pg.Close() // after the stores, which are closed by deferred calls made later
 	}
 	limits := handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes}
-	open := func(sub string, readOnly bool) (*handlers.Handlers, *vfs.Store, string, error) {
+	open := func(sub string, readOnly bool) (*handlers.Memory, *vfs.Store, string, error) {
 		readOnly = readOnly || c.readOnly
 		store, where, err := openStore(c, sub, readOnly, getenv)
 		if err != nil {
@@ -144,7 +144,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		})
 	}
 	var (
-		h      *handlers.Handlers
+		h      *handlers.Memory
 		where  string
 		expiry []server.ExpiryTarget
 	)

@@ -116,7 +116,7 @@ func dataDir(getenv func(string) string) (string, error) {
 }
 
 // execOne runs one native input and prints the result; the status is 1 for an error result.
-func execOne(ctx context.Context, h *handlers.Handlers, operand string, stdin io.Reader, stdout, stderr io.Writer) int {
+func execOne(ctx context.Context, h *handlers.Memory, operand string, stdin io.Reader, stdout, stderr io.Writer) int {
 	data := []byte(operand)
 	if operand == "-" {
 		var err error
@@ -143,10 +143,10 @@ func execOne(ctx context.Context, h *handlers.Handlers, operand string, stdin io
 
 // serveUI serves the web page over one memory on a free loopback port until ctx is done;
 // the first line on stdout is the page's address with a one-time login token.
-func serveUI(ctx context.Context, c *config, h *handlers.Handlers, log zerolog.Logger, stdout, stderr io.Writer) int {
+func serveUI(ctx context.Context, c *config, h *handlers.Memory, log zerolog.Logger, stdout, stderr io.Writer) int {
 	name := c.tenant
 	ui := webui.New(webui.Config{
-		Memory: func(memory string) *handlers.Handlers {
+		Memory: func(memory string) *handlers.Memory {
 			if memory == name {
 				return h
 			}

@@ -14,7 +14,7 @@ import (
 // open (its token may change); the others get theirs opened. Memories of removed tenants
 // stay open until the server stops, since calls may still be running on them.
 type tenantSet struct {
-	open    func(dir string, readOnly bool) (*handlers.Handlers, *vfs.Store, string, error)
+	open    func(dir string, readOnly bool) (*handlers.Memory, *vfs.Store, string, error)
 	prepare func(store *vfs.Store, where string) // readies a store opened for serving
 
 	mu      sync.Mutex
@@ -25,7 +25,7 @@ type tenantSet struct {
 
 type openedTenant struct {
 	readOnly bool
-	h        *handlers.Handlers
+	h        *handlers.Memory
 	store    *vfs.Store
 }
 

@@ -26,7 +26,7 @@ func (c *config) validateTransfer(rest []string) error {
 }
 
 // runTransfer runs export or import on store; the status is 1 when it fails.
-func runTransfer(ctx context.Context, c *config, h *handlers.Handlers, store *vfs.Store, where string, rest []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runTransfer(ctx context.Context, c *config, h *handlers.Memory, store *vfs.Store, where string, rest []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := func() error {
 		if len(rest) == 2 && rest[1] == "-" {
 			rest = rest[:1] // standard input or output

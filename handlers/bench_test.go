@@ -21,7 +21,7 @@ import (
 // os adds the filesystem's (with fsync on every change), postgres a database's round trips.
 var benchBackends = []string{"memory", "os", "postgres"}
 
-func openBench(b *testing.B, backend string, seed map[string][]byte) *handlers.Handlers {
+func openBench(b *testing.B, backend string, seed map[string][]byte) *handlers.Memory {
 	b.Helper()
 	for _, be := range append(backends(), postgresBackend) {
 		if be.name == backend {
@@ -42,7 +42,7 @@ func oneMiB() []byte {
 	return []byte(sb.String()[:1<<20])
 }
 
-func run(b *testing.B, h *handlers.Handlers, input map[string]any) {
+func run(b *testing.B, h *handlers.Memory, input map[string]any) {
 	b.Helper()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -267,7 +267,7 @@ func BenchmarkTwoProcesses(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	open := func() *handlers.Handlers {
+	open := func() *handlers.Memory {
 		s, err := files.OpenOSStore(dir)
 		if err != nil {
 			b.Fatal(err)
@@ -279,7 +279,7 @@ func BenchmarkTwoProcesses(b *testing.B) {
 	// Each store makes its history's files with its first change; then the seeded files
 	// are written back, which would otherwise hold up the first run's flushes (measured:
 	// processes=1 took twice as long as processes=2, which ran after it).
-	for i, h := range []*handlers.Handlers{one, other} {
+	for i, h := range []*handlers.Memory{one, other} {
 		if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": fmt.Sprintf("/memories/warm-%d.md", i), "file_text": "x"}); res.IsError {
 			b.Fatal(res.Text)
 		}
@@ -288,7 +288,7 @@ func BenchmarkTwoProcesses(b *testing.B) {
 	n := 0
 	for _, procs := range []int{1, 2} {
 		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
-			hs := []*handlers.Handlers{one, other}[:procs]
+			hs := []*handlers.Memory{one, other}[:procs]
 			for b.Loop() {
 				n++
 				res := hs[n%procs].Exec(context.Background(), map[string]any{"command": "create", "path": fmt.Sprintf("/memories/new/%d.md", n), "file_text": "x"})
@@ -360,7 +360,7 @@ var durableWays = []struct {
 
 // createAndEdit creates the file p and edits it, the round of the durable benchmarks; it
 // returns the text of a failure, or "".
-func createAndEdit(h *handlers.Handlers, p string) string {
+func createAndEdit(h *handlers.Memory, p string) string {
 	if res := h.Exec(context.Background(), map[string]any{"command": "create", "path": p, "file_text": "a new memory"}); res.IsError {
 		return res.Text
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-func (h *Handlers) create(ctx context.Context, a CreateArgs) Result {
+func (h *Memory) create(ctx context.Context, a CreateArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
@@ -73,7 +73,7 @@ func editable(tx *vfs.Tx, p vfs.Path, sent, missingText string) (content []byte,
 // maxOccurrences is how many lines the multiple-occurrences message lists.
 const maxOccurrences = 50
 
-func (h *Handlers) strReplace(ctx context.Context, a StrReplaceArgs) Result {
+func (h *Memory) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 	if a.OldStr == "" {
 		return fail(CodeInvalid, "Error: Parameter `old_str` must not be empty")
 	}
@@ -144,7 +144,7 @@ func (h *Handlers) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 	})
 }
 
-func (h *Handlers) insert(ctx context.Context, a InsertArgs) Result {
+func (h *Memory) insert(ctx context.Context, a InsertArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
@@ -190,7 +190,7 @@ func (h *Handlers) insert(ctx context.Context, a InsertArgs) Result {
 	})
 }
 
-func (h *Handlers) delete(ctx context.Context, a DeleteArgs) Result {
+func (h *Memory) delete(ctx context.Context, a DeleteArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
@@ -211,7 +211,7 @@ func (h *Handlers) delete(ctx context.Context, a DeleteArgs) Result {
 	})
 }
 
-func (h *Handlers) rename(ctx context.Context, a RenameArgs) Result {
+func (h *Memory) rename(ctx context.Context, a RenameArgs) Result {
 	oldp, err := vfs.Resolve(a.OldPath)
 	if err != nil {
 		return pathRefused(err)

@@ -121,7 +121,7 @@ func refInsert(path, content string, line int, text string) (string, string, boo
 
 // fuzzEdit runs one edit on every backend, seeded with content, and compares the result and
 // the file afterwards with the model.
-func fuzzEdit(t *testing.T, content string, edit func(h *handlers.Handlers) handlers.Result, want func() (string, string, bool)) {
+func fuzzEdit(t *testing.T, content string, edit func(h *handlers.Memory) handlers.Result, want func() (string, string, bool)) {
 	wantText, wantAfter, wantErr := want()
 	for _, b := range backends() {
 		fx := b.open(t, map[string][]byte{"f.txt": []byte(content)}, noWrap)
@@ -152,7 +152,7 @@ func FuzzStrReplace(f *testing.F) {
 	f.Fuzz(func(t *testing.T, content, old, new string) {
 		const path = "/memories/f.txt"
 		fuzzEdit(t, content,
-			func(h *handlers.Handlers) handlers.Result {
+			func(h *handlers.Memory) handlers.Result {
 				return h.StrReplace(context.Background(), handlers.StrReplaceArgs{Path: path, OldStr: old, NewStr: new})
 			},
 			func() (string, string, bool) { return refStrReplace(path, content, old, new) })
@@ -169,7 +169,7 @@ func FuzzInsert(f *testing.F) {
 	f.Fuzz(func(t *testing.T, content string, line int, text string) {
 		const path = "/memories/f.txt"
 		fuzzEdit(t, content,
-			func(h *handlers.Handlers) handlers.Result {
+			func(h *handlers.Memory) handlers.Result {
 				return h.Insert(context.Background(), handlers.InsertArgs{Path: path, InsertLine: line, InsertText: text})
 			},
 			func() (string, string, bool) { return refInsert(path, content, line, text) })
@@ -190,7 +190,7 @@ func FuzzViewRange(f *testing.F) {
 			vr = []int{start, end}
 		}
 		fuzzEdit(t, content,
-			func(h *handlers.Handlers) handlers.Result {
+			func(h *handlers.Memory) handlers.Result {
 				return h.View(context.Background(), handlers.ViewArgs{Path: path, ViewRange: vr})
 			},
 			func() (string, string, bool) {

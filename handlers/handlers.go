@@ -65,12 +65,12 @@ type command struct {
 	changes bool // refused on a read-only store
 	// run parses the arguments as decoded from JSON and runs the command; an argument
 	// problem is an error result.
-	run func(h *Handlers, ctx context.Context, args map[string]any) Result
+	run func(h *Memory, ctx context.Context, args map[string]any) Result
 }
 
 // typed adapts a parser and a typed command to the table's run.
-func typed[A any](parse func(map[string]any) (A, string), do func(*Handlers, context.Context, A) Result) func(*Handlers, context.Context, map[string]any) Result {
-	return func(h *Handlers, ctx context.Context, args map[string]any) Result {
+func typed[A any](parse func(map[string]any) (A, string), do func(*Memory, context.Context, A) Result) func(*Memory, context.Context, map[string]any) Result {
+	return func(h *Memory, ctx context.Context, args map[string]any) Result {
 		a, bad := parse(args)
 		if bad != "" {
 			return fail(CodeInvalid, "%s", bad)
@@ -80,12 +80,12 @@ func typed[A any](parse func(map[string]any) (A, string), do func(*Handlers, con
 }
 
 var commandTable = []command{
-	{name: "view", run: typed(parseView, (*Handlers).view)},
-	{name: "create", changes: true, run: typed(parseCreate, (*Handlers).create)},
-	{name: "str_replace", changes: true, run: typed(parseStrReplace, (*Handlers).strReplace)},
-	{name: "insert", changes: true, run: typed(parseInsert, (*Handlers).insert)},
-	{name: "delete", changes: true, run: typed(parseDelete, (*Handlers).delete)},
-	{name: "rename", changes: true, run: typed(parseRename, (*Handlers).rename)},
+	{name: "view", run: typed(parseView, (*Memory).view)},
+	{name: "create", changes: true, run: typed(parseCreate, (*Memory).create)},
+	{name: "str_replace", changes: true, run: typed(parseStrReplace, (*Memory).strReplace)},
+	{name: "insert", changes: true, run: typed(parseInsert, (*Memory).insert)},
+	{name: "delete", changes: true, run: typed(parseDelete, (*Memory).delete)},
+	{name: "rename", changes: true, run: typed(parseRename, (*Memory).rename)},
 }
 
 func lookup(name string) *command {
@@ -97,8 +97,8 @@ func lookup(name string) *command {
 	return nil
 }
 
-// Handlers runs the six memory commands against one store.
-type Handlers struct {
+// Memory runs the six memory commands against one store.
+type Memory struct {
 	store         *vfs.Store
 	limits        Limits
 	readOnly      bool
@@ -107,30 +107,30 @@ type Handlers struct {
 }
 
 // An Option changes how the handlers treat changes.
-type Option func(*Handlers)
+type Option func(*Memory)
 
 // ReadOnly refuses every command but view with "Error: The memory store is read-only".
-func ReadOnly() Option { return func(h *Handlers) { h.readOnly = true } }
+func ReadOnly() Option { return func(h *Memory) { h.readOnly = true } }
 
 // RejectSecrets refuses create, str_replace and insert when the file would then contain
 // what looks like a credential where the change put text, or when a path does; nothing is
 // written.
-func RejectSecrets() Option { return func(h *Handlers) { h.rejectSecrets = true } }
+func RejectSecrets() Option { return func(h *Memory) { h.rejectSecrets = true } }
 
 // Timeout bounds every call: one that runs longer (waiting for the storage lock, or on a
 // slow disk) gives up with docs/behaviour.md §4's error and releases what it held. Default: DefaultTimeout.
-func Timeout(d time.Duration) Option { return func(h *Handlers) { h.timeout = d } }
+func Timeout(d time.Duration) Option { return func(h *Memory) { h.timeout = d } }
 
 // Timeout returns how long a call may take: the Timeout option's, or DefaultTimeout; zero
 // leaves calls unbounded.
-func (h *Handlers) Timeout() time.Duration { return h.timeout }
+func (h *Memory) Timeout() time.Duration { return h.timeout }
 
 // DefaultTimeout is how long a call may take before it gives up.
 const DefaultTimeout = 30 * time.Second
 
 // New returns the command handlers over store. A zero field of limits takes its default.
 // A read-only store makes the handlers read-only.
-func New(store *vfs.Store, limits Limits, opts ...Option) *Handlers {
+func New(store *vfs.Store, limits Limits, opts ...Option) *Memory {
 	def := DefaultLimits()
 	if limits.MaxViewChars <= 0 {
 		limits.MaxViewChars = def.MaxViewChars
@@ -141,7 +141,7 @@ func New(store *vfs.Store, limits Limits, opts ...Option) *Handlers {
 	if limits.MaxStoreBytes <= 0 {
 		limits.MaxStoreBytes = def.MaxStoreBytes
 	}
-	h := &Handlers{store: store, limits: limits, readOnly: store.ReadOnly(), timeout: DefaultTimeout}
+	h := &Memory{store: store, limits: limits, readOnly: store.ReadOnly(), timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(h)
 	}
@@ -149,10 +149,10 @@ func New(store *vfs.Store, limits Limits, opts ...Option) *Handlers {
 }
 
 // ReadOnlyStore reports whether the handlers refuse changes.
-func (h *Handlers) ReadOnlyStore() bool { return h.readOnly }
+func (h *Memory) ReadOnlyStore() bool { return h.readOnly }
 
 // Exec runs one native memory_20250818 input: "command" plus that command's arguments.
-func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
+func (h *Memory) Exec(ctx context.Context, input map[string]any) Result {
 	v, ok := input["command"]
 	if !ok || v == nil {
 		return fail(CodeInvalid, "Error: Missing required parameter `command`")
@@ -167,7 +167,7 @@ func (h *Handlers) Exec(ctx context.Context, input map[string]any) Result {
 // Call runs command with its arguments as decoded from JSON. Argument problems, refused
 // paths and storage failures all come back as error results; a panic becomes docs/behaviour.md §4's
 // internal error and is reported in Result.Err.
-func (h *Handlers) Call(ctx context.Context, command string, args map[string]any) Result {
+func (h *Memory) Call(ctx context.Context, command string, args map[string]any) Result {
 	c := lookup(command)
 	if c == nil {
 		return fail(CodeInvalid, "Error: Unknown command %s. Use one of: %s", Echo(command), strings.Join(Commands, ", "))
@@ -178,44 +178,44 @@ func (h *Handlers) Call(ctx context.Context, command string, args map[string]any
 // The typed commands. Each goes through the same guard as Call.
 
 // View shows a directory listing (two levels deep, with sizes) or a file with line numbers.
-func (h *Handlers) View(ctx context.Context, a ViewArgs) Result {
+func (h *Memory) View(ctx context.Context, a ViewArgs) Result {
 	return h.typedCall(ctx, "view", a.Path, func(ctx context.Context) Result { return h.view(ctx, a) })
 }
 
 // Create writes a new file; it never overwrites, and creates missing parent directories.
-func (h *Handlers) Create(ctx context.Context, a CreateArgs) Result {
+func (h *Memory) Create(ctx context.Context, a CreateArgs) Result {
 	return h.typedCall(ctx, "create", a.Path, func(ctx context.Context) Result { return h.create(ctx, a) })
 }
 
 // StrReplace replaces the one occurrence of OldStr in the file with NewStr.
-func (h *Handlers) StrReplace(ctx context.Context, a StrReplaceArgs) Result {
+func (h *Memory) StrReplace(ctx context.Context, a StrReplaceArgs) Result {
 	return h.typedCall(ctx, "str_replace", a.Path, func(ctx context.Context) Result { return h.strReplace(ctx, a) })
 }
 
 // Insert puts InsertText after line InsertLine (0 = before the first line).
-func (h *Handlers) Insert(ctx context.Context, a InsertArgs) Result {
+func (h *Memory) Insert(ctx context.Context, a InsertArgs) Result {
 	return h.typedCall(ctx, "insert", a.Path, func(ctx context.Context) Result { return h.insert(ctx, a) })
 }
 
 // Delete removes a file, or a directory with everything in it.
-func (h *Handlers) Delete(ctx context.Context, a DeleteArgs) Result {
+func (h *Memory) Delete(ctx context.Context, a DeleteArgs) Result {
 	return h.typedCall(ctx, "delete", a.Path, func(ctx context.Context) Result { return h.delete(ctx, a) })
 }
 
 // Rename moves a file or directory; it never overwrites, and creates missing parents of
 // the destination.
-func (h *Handlers) Rename(ctx context.Context, a RenameArgs) Result {
+func (h *Memory) Rename(ctx context.Context, a RenameArgs) Result {
 	return h.typedCall(ctx, "rename", a.OldPath, func(ctx context.Context) Result { return h.rename(ctx, a) })
 }
 
-func (h *Handlers) typedCall(ctx context.Context, name, sent string, run func(context.Context) Result) Result {
+func (h *Memory) typedCall(ctx context.Context, name, sent string, run func(context.Context) Result) Result {
 	return h.guard(ctx, lookup(name), sent, run)
 }
 
 // guard is the one entry point every command goes through: it refuses changes on a
 // read-only store and calls whose context is already done, bounds the call's time, and
 // turns a panic into docs/behaviour.md §4's internal error.
-func (h *Handlers) guard(ctx context.Context, c *command, sent string, run func(context.Context) Result) (res Result) {
+func (h *Memory) guard(ctx context.Context, c *command, sent string, run func(context.Context) Result) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
 			res = internalError(c.name, sent, fmt.Errorf("panic in %s: %v\n%s", c.name, r, debug.Stack()))
@@ -283,7 +283,7 @@ func failure(command, sent string, err error) Result {
 // after the change, and [from, to) the bytes the change wrote: a credential is refused if
 // any of it lies in or touches that region, so one split over two changes is caught too,
 // and one that was already in the file does not block unrelated edits.
-func (h *Handlers) secretIn(paths []string, content []byte, from, to int) (Result, bool) {
+func (h *Memory) secretIn(paths []string, content []byte, from, to int) (Result, bool) {
 	if !h.rejectSecrets {
 		return Result{}, false
 	}
@@ -308,7 +308,7 @@ func notRegular(sent string) Result {
 
 // read runs fn in a read transaction; update in a change transaction. fn returns the
 // result for the model, or an error for a storage failure.
-func (h *Handlers) read(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
+func (h *Memory) read(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
 	var res Result
 	err := h.store.View(ctx, func(tx *vfs.Tx) (err error) {
 		res, err = fn(tx)
@@ -320,7 +320,7 @@ func (h *Handlers) read(ctx context.Context, command, sent string, fn func(tx *v
 	return res
 }
 
-func (h *Handlers) update(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
+func (h *Memory) update(ctx context.Context, command, sent string, fn func(tx *vfs.Tx) (Result, error)) Result {
 	var res Result
 	batch, err := h.store.Apply(ctx, command, func(tx *vfs.Tx) (err error) {
 		res, err = fn(tx)
@@ -358,7 +358,7 @@ func parentIsFile(tx *vfs.Tx, p vfs.Path) (bool, error) {
 // checkSize applies the file and store limits to a change that makes a file newSize bytes
 // long (it was oldSize, 0 for a new file). A change that grows neither is always allowed,
 // so a file or store that is already over its limit can still be trimmed.
-func (h *Handlers) checkSize(tx *vfs.Tx, sent string, oldSize, newSize int64) (Result, bool, error) {
+func (h *Memory) checkSize(tx *vfs.Tx, sent string, oldSize, newSize int64) (Result, bool, error) {
 	if newSize > h.limits.MaxFileBytes && newSize > oldSize {
 		return fail(CodeLimit, "Error: %s would be %d bytes, over the limit of %d bytes per memory file", sent, newSize, h.limits.MaxFileBytes), false, nil
 	}
@@ -376,7 +376,7 @@ func (h *Handlers) checkSize(tx *vfs.Tx, sent string, oldSize, newSize int64) (R
 }
 
 // Ready reports whether the store answers: nil if its root can be looked at within ctx.
-func (h *Handlers) Ready(ctx context.Context) error {
+func (h *Memory) Ready(ctx context.Context) error {
 	return h.store.View(ctx, func(tx *vfs.Tx) error {
 		_, err := tx.Stat(vfs.MustResolve(vfs.Root))
 		return err

@@ -25,7 +25,7 @@ func openOS(t *testing.T, dir string, opts ...vfs.Option) *vfs.Store {
 	return s
 }
 
-func call(h *handlers.Handlers, args map[string]any) handlers.Result {
+func call(h *handlers.Memory, args map[string]any) handlers.Result {
 	return h.Exec(context.Background(), args)
 }
 

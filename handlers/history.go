@@ -45,7 +45,7 @@ type LogQuery struct {
 }
 
 // Log returns the versions q selects, newest first.
-func (h *Handlers) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
+func (h *Memory) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 	dir := vfs.Root
 	if q.Path != "" {
 		p, err := resolveArg(q.Path)
@@ -79,7 +79,7 @@ func (h *Handlers) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 }
 
 // Show returns the content of the file at path as it was after version seq.
-func (h *Handlers) Show(ctx context.Context, path string, seq uint64) ([]byte, error) {
+func (h *Memory) Show(ctx context.Context, path string, seq uint64) ([]byte, error) {
 	p, err := resolveArg(path)
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func content(tx *vfs.Tx, st vfs.FileState, p string, seq uint64) ([]byte, error)
 // Diff returns a unified diff of the file at path: with no seqs, of its last change; with
 // one, of the change version seqs[0] made to it; with two, between its states after those
 // versions. It is empty when the contents are equal.
-func (h *Handlers) Diff(ctx context.Context, path string, seqs ...uint64) (string, error) {
+func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string, error) {
 	p, err := resolveArg(path)
 	if err != nil {
 		return "", err
@@ -214,16 +214,16 @@ type Restored struct {
 // did not exist; files that did not differ are not touched. The restore is itself a new
 // version (command "restore"), so it can be undone the same way. It respects the size
 // limits: a restore that would break one changes nothing.
-func (h *Handlers) Restore(ctx context.Context, path string, seq uint64) (Restored, error) {
+func (h *Memory) Restore(ctx context.Context, path string, seq uint64) (Restored, error) {
 	return h.restore(ctx, path, func(vs []vfs.Version) (uint64, error) { return seq, checkSeq(vs, seq) })
 }
 
 // RestoreAt is Restore to the state at time t: after the last version at or before t.
-func (h *Handlers) RestoreAt(ctx context.Context, path string, t time.Time) (Restored, error) {
+func (h *Memory) RestoreAt(ctx context.Context, path string, t time.Time) (Restored, error) {
 	return h.restore(ctx, path, func(vs []vfs.Version) (uint64, error) { return vfs.SeqAt(vs, t), nil })
 }
 
-func (h *Handlers) restore(ctx context.Context, path string, target func([]vfs.Version) (uint64, error)) (Restored, error) {
+func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Version) (uint64, error)) (Restored, error) {
 	var res Restored
 	if h.readOnly {
 		return res, refuse("the memory store is read-only: nothing can be restored")
@@ -362,7 +362,7 @@ func (h *Handlers) restore(ctx context.Context, path string, target func([]vfs.V
 // version stays, marked redacted (by the actor of ctx, now), and so does every version that
 // had the same content. It refuses while a file still holds that content: change or
 // delete the file first. It returns how many versions it marked.
-func (h *Handlers) Redact(ctx context.Context, path string, seq uint64) (int, error) {
+func (h *Memory) Redact(ctx context.Context, path string, seq uint64) (int, error) {
 	if h.readOnly {
 		return 0, refuse("the memory store is read-only: nothing can be redacted")
 	}
@@ -438,7 +438,7 @@ func fileAncestor(tx *vfs.Tx, p vfs.Path) (string, error) {
 }
 
 // history runs fn with the versions, oldest first, in a read transaction.
-func (h *Handlers) history(ctx context.Context, fn func(tx *vfs.Tx, vs []vfs.Version) error) error {
+func (h *Memory) history(ctx context.Context, fn func(tx *vfs.Tx, vs []vfs.Version) error) error {
 	return h.store.View(ctx, func(tx *vfs.Tx) error {
 		vs, err := tx.Versions()
 		if err != nil {
@@ -485,7 +485,7 @@ func resolveArg(path string) (vfs.Path, error) {
 // ImportLimits holds an import to what these handlers hold the model to: the per-file and
 // store limits, and the secret guard when it is on (for files and the history's contents
 // alike, which a restore would bring back).
-func (h *Handlers) ImportLimits() vfs.ImportLimits {
+func (h *Memory) ImportLimits() vfs.ImportLimits {
 	lim := vfs.ImportLimits{MaxFileBytes: h.limits.MaxFileBytes, MaxStoreBytes: h.limits.MaxStoreBytes}
 	if h.rejectSecrets {
 		lim.Check = func(path string, data []byte) error {

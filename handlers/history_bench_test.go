@@ -18,7 +18,7 @@ import (
 )
 
 // openHistoryBench opens an empty store on backend with the default history, or none.
-func openHistoryBench(b *testing.B, backend string, history bool) *handlers.Handlers {
+func openHistoryBench(b *testing.B, backend string, history bool) *handlers.Memory {
 	cfg := vfs.DefaultHistory
 	cfg.Off = !history
 	st := files.NewMemoryStore(vfs.WithHistory(cfg))
@@ -89,7 +89,7 @@ func BenchmarkHistoryCostNewContent(b *testing.B) {
 
 // historyStore builds a store with 10,000 versions (creates, edits, renames and deletes of 200
 // files over a week) in memory, and copies it to a directory for the os backend.
-func historyStore(b *testing.B, backend string) (*handlers.Handlers, time.Time) {
+func historyStore(b *testing.B, backend string) (*handlers.Memory, time.Time) {
 	b.Helper()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := start

@@ -20,7 +20,7 @@ import (
 // childHistory makes random changes of every kind until it is killed: creates, edits,
 // renames and deletes of files and directories, among 3 directories of 3 files.
 func childHistory() {
-	h := childHandlers()
+	h := childMemory()
 	ctx := context.Background()
 	fmt.Println("ready")
 	dir := func() string { return fmt.Sprintf("/memories/d%d", rand.IntN(3)) }
@@ -166,7 +166,7 @@ func checkAgreement(t *testing.T, s *vfs.Store, when string) int {
 // childAcked creates files from 4 goroutines at once until it is killed, and prints
 // "ack PATH" for each create once it has been answered.
 func childAcked() {
-	h := childHandlers()
+	h := childMemory()
 	round := os.Getenv("MEMORY_MCP_TEST_ID")
 	fmt.Println("ready")
 	var mu sync.Mutex

@@ -32,7 +32,7 @@ var historyScript = []map[string]any{
 	{"command": "delete", "path": "/memories/q"},
 }
 
-func runHistoryScript(t *testing.T, h *handlers.Handlers) {
+func runHistoryScript(t *testing.T, h *handlers.Memory) {
 	t.Helper()
 	ctx := vfs.WithActor(context.Background(), "tenant-a")
 	for _, in := range historyScript {

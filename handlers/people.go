@@ -39,14 +39,14 @@ const MaxTreeEntries = 20000
 // Files returns every file and directory of the memory, hidden ones included (a person
 // sees what the model can reach), with sizes and the time of each one's last change.
 // truncated reports that the memory holds more than MaxTreeEntries entries.
-func (h *Handlers) Files(ctx context.Context) (root FileNode, truncated bool, err error) {
+func (h *Memory) Files(ctx context.Context) (root FileNode, truncated bool, err error) {
 	return h.files(ctx, showAll, MaxTreeEntries)
 }
 
 // FileList returns the memory's files, without the hidden ones (as the model's listings),
 // sorted by path: what MCP clients get as resources, a page at a time, so all of them,
 // however many. Directories are left out.
-func (h *Handlers) FileList(ctx context.Context) ([]FileNode, error) {
+func (h *Memory) FileList(ctx context.Context) ([]FileNode, error) {
 	root, _, err := h.files(ctx, hidden, math.MaxInt)
 	var out []FileNode
 	var walk func(n FileNode)
@@ -63,7 +63,7 @@ func (h *Handlers) FileList(ctx context.Context) ([]FileNode, error) {
 }
 
 // files returns the memory's tree without the entries skip names, cut after budget entries.
-func (h *Handlers) files(ctx context.Context, skip func(string) bool, budget int) (root FileNode, truncated bool, err error) {
+func (h *Memory) files(ctx context.Context, skip func(string) bool, budget int) (root FileNode, truncated bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	err = h.store.View(ctx, func(tx *vfs.Tx) error {
@@ -114,7 +114,7 @@ func fileNode(n vfs.Node, p string, changed map[string]time.Time, budget *int) F
 // Read returns the content of the file at path and its digest, for Write and Remove to
 // check against. A file over the per-file limit (only one placed in the storage by other
 // means can be) is refused rather than read: neither a resource nor the page can show it.
-func (h *Handlers) Read(ctx context.Context, path string) ([]byte, vfs.Digest, error) {
+func (h *Memory) Read(ctx context.Context, path string) ([]byte, vfs.Digest, error) {
 	p, err := resolveArg(path)
 	if err != nil {
 		return nil, vfs.Digest{}, err
@@ -162,7 +162,7 @@ func current(tx *vfs.Tx, p vfs.Path) (data []byte, exists bool, err error) {
 // it: *expect is the digest Read returned, or the zero digest for a file that did not
 // exist; otherwise Write refuses and changes nothing. The limits and the credential guard
 // apply as to the model's changes. The history records the change as command "edit".
-func (h *Handlers) Write(ctx context.Context, path string, data []byte, expect *vfs.Digest) (*vfs.Batch, error) {
+func (h *Memory) Write(ctx context.Context, path string, data []byte, expect *vfs.Digest) (*vfs.Batch, error) {
 	p, err := h.changeable(path)
 	if err != nil {
 		return nil, err
@@ -202,7 +202,7 @@ func (h *Handlers) Write(ctx context.Context, path string, data []byte, expect *
 // Remove deletes the file or directory at path (a directory with everything below it).
 // When expect is not nil, path must be a file still holding the content with that digest.
 // The history records the change as command "delete".
-func (h *Handlers) Remove(ctx context.Context, path string, expect *vfs.Digest) (*vfs.Batch, error) {
+func (h *Memory) Remove(ctx context.Context, path string, expect *vfs.Digest) (*vfs.Batch, error) {
 	p, err := h.changeable(path)
 	if err != nil {
 		return nil, err
@@ -227,7 +227,7 @@ func (h *Handlers) Remove(ctx context.Context, path string, expect *vfs.Digest) 
 
 // changeable checks that the memory takes changes and that path names something below the
 // root.
-func (h *Handlers) changeable(path string) (vfs.Path, error) {
+func (h *Memory) changeable(path string) (vfs.Path, error) {
 	if h.readOnly {
 		return vfs.Path{}, refuse("this memory is read-only: it can be looked at, not changed")
 	}
@@ -239,7 +239,7 @@ func (h *Handlers) changeable(path string) (vfs.Path, error) {
 }
 
 // apply runs a change as a person's command within the call timeout.
-func (h *Handlers) apply(ctx context.Context, command string, fn func(tx *vfs.Tx) error) (*vfs.Batch, error) {
+func (h *Memory) apply(ctx context.Context, command string, fn func(tx *vfs.Tx) error) (*vfs.Batch, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	return h.store.Apply(ctx, command, fn)
@@ -282,7 +282,7 @@ const (
 
 // Search finds text, ignoring case, in the names and lines of every file of the memory,
 // in path order. more reports that there were more than MaxMatches matches.
-func (h *Handlers) Search(ctx context.Context, text string) (matches []Match, more bool, err error) {
+func (h *Memory) Search(ctx context.Context, text string) (matches []Match, more bool, err error) {
 	switch {
 	case strings.TrimSpace(text) == "":
 		return nil, false, refuse("type something to search for")
@@ -375,20 +375,20 @@ func excerpt(line string, at int) string {
 }
 
 // Subscribe registers a subscriber to the memory's change feed (see vfs.Store.Subscribe).
-func (h *Handlers) Subscribe(buffer int) *vfs.Subscription { return h.store.Subscribe(buffer) }
+func (h *Memory) Subscribe(buffer int) *vfs.Subscription { return h.store.Subscribe(buffer) }
 
 // SubscribeFunc registers fn for the memory's changes, called as each is published (see
 // vfs.Store.SubscribeFunc: fn must return at once and must not use the memory).
-func (h *Handlers) SubscribeFunc(fn func(vfs.Batch)) *vfs.Subscription {
+func (h *Memory) SubscribeFunc(fn func(vfs.Batch)) *vfs.Subscription {
 	return h.store.SubscribeFunc(fn)
 }
 
 // Watch notices changes other processes make to the memory until ctx is done, so that
 // subscribers hear of them (see vfs.Store.Watch).
-func (h *Handlers) Watch(ctx context.Context, interval time.Duration) { h.store.Watch(ctx, interval) }
+func (h *Memory) Watch(ctx context.Context, interval time.Duration) { h.store.Watch(ctx, interval) }
 
 // KeepsHistory reports whether the memory keeps a history of its changes.
-func (h *Handlers) KeepsHistory(ctx context.Context) bool { return h.store.KeepsHistory(ctx) }
+func (h *Memory) KeepsHistory(ctx context.Context) bool { return h.store.KeepsHistory(ctx) }
 
 // MaxFileBytes is the largest a file may grow to.
-func (h *Handlers) MaxFileBytes() int64 { return h.limits.MaxFileBytes }
+func (h *Memory) MaxFileBytes() int64 { return h.limits.MaxFileBytes }

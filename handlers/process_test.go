@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	case "acked":
 		childAcked()
 	case "create":
-		res := childHandlers().Exec(context.Background(), map[string]any{"command": "create", "path": os.Getenv("MEMORY_MCP_TEST_PATH"), "file_text": "from another process"})
+		res := childMemory().Exec(context.Background(), map[string]any{"command": "create", "path": os.Getenv("MEMORY_MCP_TEST_PATH"), "file_text": "from another process"})
 		if res.IsError {
 			fmt.Fprintln(os.Stderr, res.Text)
 			os.Exit(1)
@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 	os.Exit(0)
 }
 
-func childHandlers() *handlers.Handlers {
+func childMemory() *handlers.Memory {
 	s, err := files.OpenOSStore(os.Getenv("MEMORY_MCP_TEST_DIR"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -60,7 +60,7 @@ func childHandlers() *handlers.Handlers {
 
 // childEdit inserts lines "ID-i" into shared.txt, one read-modify-write per line.
 func childEdit() {
-	h := childHandlers()
+	h := childMemory()
 	id := os.Getenv("MEMORY_MCP_TEST_ID")
 	n, _ := strconv.Atoi(os.Getenv("MEMORY_MCP_TEST_N"))
 	for i := 0; i < n; i++ {
@@ -94,7 +94,7 @@ func rewriteShape() (int, bool) {
 
 // childRewrite flips files between two full contents for ever, until it is killed.
 func childRewrite() {
-	h := childHandlers()
+	h := childMemory()
 	fmt.Println("ready")
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("f%d", i%rewriteFiles)

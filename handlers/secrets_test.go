@@ -131,7 +131,7 @@ func TestReadOnly(t *testing.T) {
 func TestSecretGuardBypasses(t *testing.T) {
 	ctx := context.Background()
 	const token = "ghp_R7xK2mP9qL4vN8wT3yB6cF1hJ5sD0gA2eZ4u"
-	newH := func() *handlers.Handlers {
+	newH := func() *handlers.Memory {
 		return handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.RejectSecrets())
 	}
 	refusedText := "Error: The text contains what looks like a GitHub token on line 2; memory files must not store credentials. Remove it and try again."

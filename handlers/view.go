@@ -15,7 +15,7 @@ import (
 const maxLines = 999_999
 
 // view shows a directory listing (two levels deep, with sizes) or a file with line numbers.
-func (h *Handlers) view(ctx context.Context, a ViewArgs) Result {
+func (h *Memory) view(ctx context.Context, a ViewArgs) Result {
 	p, err := vfs.Resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
@@ -49,10 +49,10 @@ func (h *Handlers) view(ctx context.Context, a ViewArgs) Result {
 // windowBytes is how many bytes from the first line shown can hold everything one answer
 // shows: a character takes at most 4 bytes, and the 8 more make a line that runs past them
 // too long to show whole.
-func (h *Handlers) windowBytes() int64 { return 4*int64(h.limits.MaxViewChars) + 8 }
+func (h *Memory) windowBytes() int64 { return 4*int64(h.limits.MaxViewChars) + 8 }
 
 // viewFile is view of a file's content.
-func (h *Handlers) viewFile(sent string, content []byte, viewRange []int) Result {
+func (h *Memory) viewFile(sent string, content []byte, viewRange []int) Result {
 	nLines := countLines(content)
 	var window []byte
 	if first := firstLine(viewRange); first <= nLines {
@@ -73,7 +73,7 @@ func firstLine(viewRange []int) int {
 // pieces, counting its lines and keeping only the window that the answer is made from, so
 // a huge file placed in the storage by hand costs neither its size in memory nor more time
 // than one pass.
-func (h *Handlers) viewLarge(tx *vfs.Tx, p vfs.Path, sent string, viewRange []int) (Result, error) {
+func (h *Memory) viewLarge(tx *vfs.Tx, p vfs.Path, sent string, viewRange []int) (Result, error) {
 	r, err := tx.Open(p)
 	if err != nil {
 		return Result{}, err
@@ -116,7 +116,7 @@ func (h *Handlers) viewLarge(tx *vfs.Tx, p vfs.Path, sent string, viewRange []in
 
 // viewWindow makes view's answer from window, the file from the first line shown on (at
 // least windowBytes of it, or all), and nLines, the number of lines of the whole file.
-func (h *Handlers) viewWindow(sent string, window []byte, nLines int, viewRange []int) Result {
+func (h *Memory) viewWindow(sent string, window []byte, nLines int, viewRange []int) Result {
 	text := validUTF8(window) // a line's start is a character's start, in the file as here
 	if nLines > maxLines {
 		return fail(CodeLimit, "File %s exceeds maximum line limit of 999,999 lines.", sent)
@@ -178,7 +178,7 @@ func (h *Handlers) viewWindow(sent string, window []byte, nLines int, viewRange 
 }
 
 // listDir lists p two levels deep, with the sizes of every directory counted at any depth.
-func (h *Handlers) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
+func (h *Memory) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
 	tree, err := tx.Tree(p, 2, hidden)
 	if err != nil {
 		return Result{}, err

@@ -62,7 +62,7 @@ type notifier struct {
 
 	mu       sync.Mutex
 	sessions map[string]*listener // 2025-era sessions, by session id (registered ones)
-	watches  map[*handlers.Handlers]*watch
+	watches  map[*handlers.Memory]*watch
 	running  sync.WaitGroup // the watches' goroutines, which read the memories
 
 	// The clock of list_changed's pacing (time.Now and time.AfterFunc; tests set their own).
@@ -73,7 +73,7 @@ type notifier struct {
 // listener is one session or listen stream that receives notifications.
 type listener struct {
 	session     mcpserver.ClientSession
-	mem         *handlers.Handlers
+	mem         *handlers.Memory
 	subID       any  // the subscriptions/listen request's id; nil for a 2025-era session
 	active      bool // a 2025-era session becomes active at initialize
 	gone        bool // removed: add attaches it no more
@@ -106,7 +106,7 @@ const maxQueued = 256
 
 func newNotifier(s *Server) *notifier {
 	return &notifier{
-		s: s, sessions: map[string]*listener{}, watches: map[*handlers.Handlers]*watch{},
+		s: s, sessions: map[string]*listener{}, watches: map[*handlers.Memory]*watch{},
 		warn: s.log.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Minute}),
 		now:  time.Now,
 		after: func(d time.Duration, f func()) interface{ Stop() bool } {
@@ -210,7 +210,7 @@ func (n *notifier) subscribe(sessionID, uri string, on bool) {
 }
 
 // digest is the digest of the file uri names now (zero if there is none).
-func (n *notifier) digest(mem *handlers.Handlers, uri string) vfs.Digest {
+func (n *notifier) digest(mem *handlers.Memory, uri string) vfs.Digest {
 	p, err := uriPath(uri)
 	if err != nil {
 		return vfs.Digest{}
@@ -291,7 +291,7 @@ func (n *notifier) close() {
 }
 
 // listed returns the memory's listed files.
-func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
+func (n *notifier) listed(mem *handlers.Memory) map[string]bool {
 	files, err := mem.FileList(context.Background())
 	if err != nil {
 		return nil
@@ -305,7 +305,7 @@ func (n *notifier) listed(mem *handlers.Handlers) map[string]bool {
 
 // run rescans one memory, whose files add listed, whenever another process changed it,
 // until ctx is done; this process's changes arrive through deliver meanwhile, from sub.
-func (n *notifier) run(ctx context.Context, mem *handlers.Handlers, w *watch, sub *vfs.Subscription) {
+func (n *notifier) run(ctx context.Context, mem *handlers.Memory, w *watch, sub *vfs.Subscription) {
 	defer n.running.Done()
 	defer sub.Close()
 	n.running.Add(1)
@@ -350,7 +350,7 @@ func (n *notifier) deliver(w *watch, b vfs.Batch) {
 // digests) and notifies what changed since it was last read, then applies the batches
 // published meanwhile. A batch that came in after the reading started may already show in
 // it; applying it again announces nothing new.
-func (n *notifier) scan(mem *handlers.Handlers, w *watch, first bool) {
+func (n *notifier) scan(mem *handlers.Memory, w *watch, first bool) {
 	for {
 		n.mu.Lock()
 		w.scanning = true
@@ -422,7 +422,7 @@ func (n *notifier) changedLocked(w *watch, b vfs.Batch) {
 // rescan notifies the listeners of changes made elsewhere: the feed says only that
 // something changed, so the listing and the subscribed files are compared with what was
 // last announced. It returns with n.mu held (see scan).
-func (n *notifier) rescan(mem *handlers.Handlers, w *watch) {
+func (n *notifier) rescan(mem *handlers.Memory, w *watch) {
 	paths := n.listed(mem)
 	n.mu.Lock()
 	var uris []string

@@ -15,7 +15,7 @@ import (
 // stdioServer serves a memory store over stdio for a test (see serveStdioTest): the
 // server, its memory, the writer of its input and the lines it writes. When the test ends
 // the input is closed and the server must have ended without an error.
-func stdioServer(t *testing.T) (*Server, *handlers.Handlers, io.Writer, <-chan stdioLine) {
+func stdioServer(t *testing.T) (*Server, *handlers.Memory, io.Writer, <-chan stdioLine) {
 	t.Helper()
 	st := files.NewMemoryStore()
 	t.Cleanup(func() { st.Close() })

@@ -44,7 +44,7 @@ type Config struct {
 // instructions and a prompt, served over stdio, Streamable HTTP or SSE.
 type Server struct {
 	mcp      *mcpserver.MCPServer
-	h        *handlers.Handlers
+	h        *handlers.Memory
 	log      zerolog.Logger
 	tools    string
 	inflight atomic.Int64 // tool calls running now; shutdown waits for them
@@ -67,7 +67,7 @@ const (
 )
 
 // New builds the server over the given handlers.
-func New(h *handlers.Handlers, cfg Config) *Server {
+func New(h *handlers.Memory, cfg Config) *Server {
 	if cfg.Tools == "" {
 		cfg.Tools = ToolsSplit
 	}
@@ -142,9 +142,9 @@ func sdkLogger(l zerolog.Logger) zerolog.Logger {
 }
 
 // handlersFor returns the memory a request works on: its tenant's, or the server's.
-func (s *Server) handlersFor(ctx context.Context) *handlers.Handlers {
+func (s *Server) handlersFor(ctx context.Context) *handlers.Memory {
 	if t := tenantFrom(ctx); t != nil {
-		return t.Handlers
+		return t.Memory
 	}
 	if s.hasTenants {
 		return nil // tenants configured, and this request has none: never a default memory
@@ -359,12 +359,12 @@ func (s *Server) drain(timeout time.Duration) bool {
 
 // ready reports whether every memory the server serves answers a look at its root.
 func (s *Server) ready(ctx context.Context) bool {
-	var all []*handlers.Handlers
+	var all []*handlers.Memory
 	if s.h != nil && !s.hasTenants {
 		all = append(all, s.h)
 	}
 	for _, t := range *s.tenants.Load() {
-		all = append(all, t.Handlers)
+		all = append(all, t.Memory)
 	}
 	for _, h := range all {
 		if h.Ready(ctx) != nil {
@@ -382,13 +382,13 @@ func (s *Server) startUI(opts HTTPOptions) {
 		AllowedOrigins: opts.AllowedOrigins,
 		MaxBodyBytes:   opts.MaxRequestBytes,
 		Logger:         s.log,
-		Memory: func(name string) *handlers.Handlers {
+		Memory: func(name string) *handlers.Memory {
 			if !s.hasTenants {
 				return s.h
 			}
 			for _, t := range *s.tenants.Load() {
 				if t.Name == name {
-					return t.Handlers
+					return t.Memory
 				}
 			}
 			return nil

@@ -173,14 +173,14 @@ func checkJSON(data []byte) error {
 
 // Tenant is a tenant with its memory, as the server uses it.
 type Tenant struct {
-	Name     string
-	hash     [sha256.Size]byte
-	Handlers *handlers.Handlers
+	Name   string
+	hash   [sha256.Size]byte
+	Memory *handlers.Memory
 }
 
 // NewTenant pairs a spec with the handlers over its memory.
-func NewTenant(spec TenantSpec, h *handlers.Handlers) Tenant {
-	t := Tenant{Name: spec.Name, Handlers: h}
+func NewTenant(spec TenantSpec, h *handlers.Memory) Tenant {
+	t := Tenant{Name: spec.Name, Memory: h}
 	hex.Decode(t.hash[:], []byte(spec.TokenSHA256))
 	return t
 }

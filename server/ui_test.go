@@ -60,7 +60,7 @@ func TestWebPageOnHTTP(t *testing.T) {
 	var next []Tenant
 	for _, tn := range tenants {
 		if tn.Name == "alice" {
-			next = append(next, NewTenant(TenantSpec{Name: "alice", TokenSHA256: sha("tok-alice-2")}, tn.Handlers))
+			next = append(next, NewTenant(TenantSpec{Name: "alice", TokenSHA256: sha("tok-alice-2")}, tn.Memory))
 		}
 	}
 	s.SetTenants(next) // alice's token rotated, bob removed

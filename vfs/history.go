@@ -298,8 +298,8 @@ type History interface {
 type Outcome int
 
 const (
-	// Done: the operation succeeded; its versions stand.
-	Done Outcome = iota
+	// Succeeded: its versions stand.
+	Succeeded Outcome = iota
 	// Failed: the operation failed and changed nothing (one file's create, write or
 	// rename, and a directory's rename, happen whole or not at all).
 	Failed

@@ -7,24 +7,24 @@ import (
 // Entry is a directory entry as a listing needs it: no more than its name, kind and size.
 type Entry struct {
 	Name string
-	Kind Kind
+	Kind EntryKind
 	Size int64 // bytes, for regular files
 }
 
-// Kind is what an entry is.
-type Kind uint8
+// EntryKind is what an entry is.
+type EntryKind uint8
 
 // The kinds of entries. Links exist on the host-directory backends only; a listing shows
 // neither links nor other special files, and no command reads through them.
 const (
-	KindFile  Kind = iota // a regular file
-	KindDir               // a directory
-	KindLink              // a symbolic link
-	KindOther             // anything else (fifo, socket, device)
+	KindFile  EntryKind = iota // a regular file
+	KindDir                    // a directory
+	KindLink                   // a symbolic link
+	KindOther                  // anything else (fifo, socket, device)
 )
 
 // KindOf gives the kind of a file mode.
-func KindOf(m fs.FileMode) Kind {
+func KindOf(m fs.FileMode) EntryKind {
 	switch {
 	case m.IsRegular():
 		return KindFile

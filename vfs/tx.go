@@ -142,7 +142,7 @@ func (tx *Tx) settle(opErr error) error {
 // settleAs is settle for an operation that ends as failure when it fails.
 func (tx *Tx) settleAs(opErr error, failure Outcome) error {
 	if tx.hist != nil {
-		outcome := Done
+		outcome := Succeeded
 		if opErr != nil {
 			outcome = failure
 		}

@@ -153,7 +153,7 @@ type badRequest string
 func (b badRequest) Error() string { return string(b) }
 
 // change makes a change the page asked for, its body read.
-func (h *Handler) change(ctx context.Context, s *session, mem *handlers.Handlers, name string, req changeRequest) (any, error) {
+func (h *Handler) change(ctx context.Context, s *session, mem *handlers.Memory, name string, req changeRequest) (any, error) {
 	var expect *vfs.Digest
 	if req.SHA256 != nil {
 		expect = new(vfs.Digest)

@@ -20,7 +20,7 @@ const (
 // and the page should load what it shows again. While it runs, the memory is checked every
 // WatchInterval for changes made by other processes (an agent's own memory-mcp), which
 // arrive as changes by actor "external". The stream ends with its session.
-func (h *Handler) events(w http.ResponseWriter, r *http.Request, s *session, mem *handlers.Handlers) {
+func (h *Handler) events(w http.ResponseWriter, r *http.Request, s *session, mem *handlers.Memory) {
 	release, ok := h.hold(s, true)
 	if !ok {
 		w.Header().Set("Retry-After", "5")

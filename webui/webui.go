@@ -62,7 +62,7 @@ type Config struct {
 	Login func(token string) (memory string, ok bool)
 	// Memory returns the handlers of the named memory, or nil when it no longer exists (a
 	// tenant removed from the tenants file): its sessions then end.
-	Memory func(name string) *handlers.Handlers
+	Memory func(name string) *handlers.Memory
 	// AllowedOrigins are web origins, besides the page's own, whose requests are accepted
 	// (the server's -allowed-origins, for a page reached through a proxy that rewrites Host).
 	AllowedOrigins []string
@@ -343,7 +343,7 @@ func (b *buckets) take(key string, now time.Time) (wait time.Duration, ok bool) 
 }
 
 // session returns the request's live session and the handlers of its memory.
-func (h *Handler) session(r *http.Request) (*session, *handlers.Handlers) {
+func (h *Handler) session(r *http.Request) (*session, *handlers.Memory) {
 	c, err := r.Cookie(cookieName)
 	if err != nil || c.Value == "" {
 		return nil, nil

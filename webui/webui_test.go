@@ -23,7 +23,7 @@ type page struct {
 	t      *testing.T
 	srv    *httptest.Server
 	ui     *webui.Handler
-	h      *handlers.Handlers
+	h      *handlers.Memory
 	cookie *http.Cookie
 	csrf   string
 }
@@ -48,8 +48,8 @@ func newPageAt(t *testing.T, now func() time.Time, opts ...handlers.Option) *pag
 	mallory := handlers.New(files.NewMemoryStore(vfs.ReadOnly()), handlers.Limits{})
 	p := &page{t: t, h: h}
 	p.ui = webui.New(webui.Config{
-		Memory: func(name string) *handlers.Handlers {
-			return map[string]*handlers.Handlers{"alice": h, "mallory": mallory}[name]
+		Memory: func(name string) *handlers.Memory {
+			return map[string]*handlers.Memory{"alice": h, "mallory": mallory}[name]
 		},
 		Login: func(token string) (string, bool) {
 			name, ok := map[string]string{tenantToken: "alice", malloryToken: "mallory"}[token]

@@ -115,7 +115,7 @@ func (h *pgHistory) Import(ctx context.Context, vs []vfs.Version) error {
 func (h *pgHistory) Settle(ctx context.Context, outcome vfs.Outcome) error {
 	ids := h.ids
 	h.ids = nil
-	if outcome == vfs.Done || len(ids) == 0 {
+	if outcome == vfs.Succeeded || len(ids) == 0 {
 		return nil
 	}
 	_, err := h.tx.tx.Exec(ctx, "DELETE FROM memory_mcp_versions WHERE store = $1 AND id = ANY($2)", h.tx.s.id, ids)
