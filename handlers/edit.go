@@ -12,7 +12,7 @@ import (
 )
 
 func (h *Memory) create(ctx context.Context, a CreateArgs) Result {
-	p, err := vfs.Resolve(a.Path)
+	p, err := h.resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
 	}
@@ -77,7 +77,7 @@ func (h *Memory) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 	if a.OldStr == "" {
 		return fail(CodeInvalid, "Error: Parameter `old_str` must not be empty")
 	}
-	p, err := vfs.Resolve(a.Path)
+	p, err := h.resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
 	}
@@ -145,7 +145,7 @@ func (h *Memory) strReplace(ctx context.Context, a StrReplaceArgs) Result {
 }
 
 func (h *Memory) insert(ctx context.Context, a InsertArgs) Result {
-	p, err := vfs.Resolve(a.Path)
+	p, err := h.resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
 	}
@@ -191,7 +191,7 @@ func (h *Memory) insert(ctx context.Context, a InsertArgs) Result {
 }
 
 func (h *Memory) delete(ctx context.Context, a DeleteArgs) Result {
-	p, err := vfs.Resolve(a.Path)
+	p, err := h.resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
 	}
@@ -212,11 +212,11 @@ func (h *Memory) delete(ctx context.Context, a DeleteArgs) Result {
 }
 
 func (h *Memory) rename(ctx context.Context, a RenameArgs) Result {
-	oldp, err := vfs.Resolve(a.OldPath)
+	oldp, err := h.resolve(a.OldPath)
 	if err != nil {
 		return pathRefused(err)
 	}
-	newp, err := vfs.Resolve(a.NewPath)
+	newp, err := h.resolve(a.NewPath)
 	if err != nil {
 		return pathRefused(err)
 	}

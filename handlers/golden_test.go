@@ -13,10 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"golang.org/x/tools/txtar"
 
@@ -165,6 +167,83 @@ func runScenario(t *testing.T, file string) {
 	}
 	if *update && firstGot != nil {
 		rewriteScenario(t, file, ar, firstGot, firstTree)
+	}
+	if !*update {
+		runOnMount(t, cfg, seed, steps, wantAfter)
+	}
+}
+
+// runOnMount runs a scenario again with its store mounted at /memories/m of an empty main
+// store: every path under /memories becomes one under /memories/m, in the calls and in
+// the texts wanted. A scenario with a path that would not land in the mount (one the path
+// rules refuse, or that cleans to outside it) or that changes /memories itself runs on the
+// main store only, and so does one with a view limit (the longer paths move where a text is
+// cut).
+func runOnMount(t *testing.T, cfg scenarioConfig, seed map[string][]byte, steps []step, wantAfter map[string][]byte) {
+	const top = "/memories/m"
+	if cfg.MaxViewChars != 0 {
+		return
+	}
+	inputs := make([]map[string]any, len(steps))
+	for i, s := range steps {
+		if err := json.Unmarshal(s.call, &inputs[i]); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		for _, k := range []string{"path", "old_path", "new_path"} {
+			p, ok := inputs[i][k].(string)
+			if !ok {
+				continue
+			}
+			vp, err := vfs.Resolve(p)
+			if err != nil || p != "/memories" && !strings.HasPrefix(p, "/memories/") || vp.IsRoot() && inputs[i]["command"] != "view" {
+				return
+			}
+			inputs[i][k] = top + strings.TrimPrefix(p, "/memories")
+			if q, err := vfs.Resolve(inputs[i][k].(string)); err != nil || q.String() != top && !strings.HasPrefix(q.String(), top+"/") {
+				return
+			}
+		}
+	}
+	t.Run("mounted", func(t *testing.T) {
+		wrap := noWrap
+		if cfg.Fail != nil {
+			wrap = func(fsys files.FS) files.FS {
+				return &faultFs{FS: fsys, op: cfg.Fail.Op, err: errnos[cfg.Fail.Errno]}
+			}
+		}
+		fx := backends()[0].open(t, seed, wrap)
+		m := handlers.New(fx.store, handlers.Limits{MaxViewChars: cfg.MaxViewChars, MaxFileBytes: cfg.MaxFileBytes, MaxStoreBytes: cfg.MaxStoreBytes})
+		h := handlers.New(files.NewMemoryStore(), handlers.Limits{}, handlers.WithMounts(handlers.Mount{Name: "m", Memory: m}))
+		for i, s := range steps {
+			res := h.Exec(context.Background(), inputs[i])
+			out := fmt.Sprintf("isError: %v\n%s", res.IsError, res.Text)
+			if want := underMount(s.want, top); out != want {
+				t.Errorf("call %d %v: result differs (-want +got):\n%s", i+1, inputs[i], cmp.Diff(want, out))
+			}
+		}
+		if diff := cmp.Diff(wantAfter, canonicalTree(fx.tree(t)), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("tree after the calls differs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// underMount rewrites the paths in a text wanted from the main store to those under top.
+func underMount(text, top string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(text, "/memories")
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		b.WriteString(text[:i])
+		rest := text[i+len("/memories"):]
+		if rest != "" && (rest[0] == '_' || rest[0] == '-' || unicode.IsLetter(rune(rest[0])) || unicode.IsDigit(rune(rest[0]))) || strings.HasPrefix(rest, " directory") {
+			b.WriteString("/memories")
+		} else {
+			b.WriteString(top)
+		}
+		text = rest
 	}
 }
 

@@ -51,6 +51,7 @@ const (
 	CodeLimit        = "limit"         // over a file, store or line limit (docs/behaviour.md §5)
 	CodeSecret       = "secret"        // a credential in the text or a path
 	CodeReadOnly     = "read_only"     // a change on a read-only store
+	CodeMount        = "mount"         // delete or move a mount point, or move between stores
 	CodeStorage      = "storage"       // a storage failure (docs/behaviour.md §4)
 	CodeInternal     = "internal"      // a panic or a call that was cancelled
 )
@@ -104,6 +105,8 @@ type Memory struct {
 	readOnly      bool
 	rejectSecrets bool
 	timeout       time.Duration
+	top           string  // where the store appears when it is mounted ("": /memories)
+	mounts        []Mount // other memories placed under /memories (see WithMounts)
 }
 
 // An Option changes how the handlers treat changes.
@@ -172,44 +175,60 @@ func (h *Memory) Call(ctx context.Context, command string, args map[string]any) 
 	if c == nil {
 		return fail(CodeInvalid, "Error: Unknown command %s. Use one of: %s", Echo(command), strings.Join(Commands, ", "))
 	}
-	return h.guard(ctx, c, sentPath(args), func(ctx context.Context) Result { return c.run(h, ctx, args) })
+	var paths []string
+	for _, k := range []string{"path", "old_path", "new_path"} {
+		if s, ok := args[k].(string); ok {
+			paths = append(paths, s)
+		}
+	}
+	if c.name == "rename" && len(paths) != 2 || c.name != "rename" && len(paths) != 1 {
+		// A missing argument: the command reports it.
+		return h.guard(ctx, c, sentPath(args), func(ctx context.Context) Result { return c.run(h, ctx, args) })
+	}
+	return h.typedCall(ctx, c.name, paths, func(m *Memory, ctx context.Context) Result { return c.run(m, ctx, args) })
 }
 
 // The typed commands. Each goes through the same guard as Call.
 
 // View shows a directory listing (two levels deep, with sizes) or a file with line numbers.
 func (h *Memory) View(ctx context.Context, a ViewArgs) Result {
-	return h.typedCall(ctx, "view", a.Path, func(ctx context.Context) Result { return h.view(ctx, a) })
+	return h.typedCall(ctx, "view", []string{a.Path}, func(m *Memory, ctx context.Context) Result { return m.view(ctx, a) })
 }
 
 // Create writes a new file; it never overwrites, and creates missing parent directories.
 func (h *Memory) Create(ctx context.Context, a CreateArgs) Result {
-	return h.typedCall(ctx, "create", a.Path, func(ctx context.Context) Result { return h.create(ctx, a) })
+	return h.typedCall(ctx, "create", []string{a.Path}, func(m *Memory, ctx context.Context) Result { return m.create(ctx, a) })
 }
 
 // StrReplace replaces the one occurrence of OldStr in the file with NewStr.
 func (h *Memory) StrReplace(ctx context.Context, a StrReplaceArgs) Result {
-	return h.typedCall(ctx, "str_replace", a.Path, func(ctx context.Context) Result { return h.strReplace(ctx, a) })
+	return h.typedCall(ctx, "str_replace", []string{a.Path}, func(m *Memory, ctx context.Context) Result { return m.strReplace(ctx, a) })
 }
 
 // Insert puts InsertText after line InsertLine (0 = before the first line).
 func (h *Memory) Insert(ctx context.Context, a InsertArgs) Result {
-	return h.typedCall(ctx, "insert", a.Path, func(ctx context.Context) Result { return h.insert(ctx, a) })
+	return h.typedCall(ctx, "insert", []string{a.Path}, func(m *Memory, ctx context.Context) Result { return m.insert(ctx, a) })
 }
 
 // Delete removes a file, or a directory with everything in it.
 func (h *Memory) Delete(ctx context.Context, a DeleteArgs) Result {
-	return h.typedCall(ctx, "delete", a.Path, func(ctx context.Context) Result { return h.delete(ctx, a) })
+	return h.typedCall(ctx, "delete", []string{a.Path}, func(m *Memory, ctx context.Context) Result { return m.delete(ctx, a) })
 }
 
 // Rename moves a file or directory; it never overwrites, and creates missing parents of
 // the destination.
 func (h *Memory) Rename(ctx context.Context, a RenameArgs) Result {
-	return h.typedCall(ctx, "rename", a.OldPath, func(ctx context.Context) Result { return h.rename(ctx, a) })
+	return h.typedCall(ctx, "rename", []string{a.OldPath, a.NewPath}, func(m *Memory, ctx context.Context) Result { return m.rename(ctx, a) })
 }
 
-func (h *Memory) typedCall(ctx context.Context, name, sent string, run func(context.Context) Result) Result {
-	return h.guard(ctx, lookup(name), sent, run)
+// typedCall runs a command on the memory that holds its paths (see pick).
+func (h *Memory) typedCall(ctx context.Context, name string, paths []string, run func(*Memory, context.Context) Result) Result {
+	c := lookup(name)
+	m, refused := h.pick(c, paths...)
+	if refused != nil {
+		return *refused
+	}
+	return m.guard(ctx, c, paths[0], func(ctx context.Context) Result { return run(m, ctx) })
 }
 
 // guard is the one entry point every command goes through: it refuses changes on a
@@ -225,7 +244,7 @@ func (h *Memory) guard(ctx context.Context, c *command, sent string, run func(co
 		return internalError(c.name, sent, err)
 	}
 	if h.readOnly && c.changes {
-		return Result{Text: "Error: The memory store is read-only", IsError: true, Code: CodeReadOnly}
+		return h.readOnlyResult()
 	}
 	// A context with a deadline no later than the call's own keeps it, and the call needs
 	// no timer of its own: the stdio loop gives each call its deadline with the context it

@@ -16,7 +16,7 @@ const maxLines = 999_999
 
 // view shows a directory listing (two levels deep, with sizes) or a file with line numbers.
 func (h *Memory) view(ctx context.Context, a ViewArgs) Result {
-	p, err := vfs.Resolve(a.Path)
+	p, err := h.resolve(a.Path)
 	if err != nil {
 		return pathRefused(err)
 	}
@@ -31,7 +31,7 @@ func (h *Memory) view(ctx context.Context, a ViewArgs) Result {
 		case err != nil:
 			return Result{}, err
 		case fi.IsDir():
-			return h.listDir(tx, p, a.Path)
+			return h.listDir(ctx, tx, p, a.Path)
 		case !fi.IsRegular():
 			return notRegular(a.Path), nil
 		}
@@ -178,10 +178,13 @@ func (h *Memory) viewWindow(sent string, window []byte, nLines int, viewRange []
 }
 
 // listDir lists p two levels deep, with the sizes of every directory counted at any depth.
-func (h *Memory) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
+func (h *Memory) listDir(ctx context.Context, tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
 	tree, err := tx.Tree(p, 2, hidden)
 	if err != nil {
 		return Result{}, err
+	}
+	if p.IsRoot() {
+		h.mountNodes(ctx, &tree, 1)
 	}
 	header := "Here're the files and directories up to 2 levels deep in " + sent + ", excluding hidden items and node_modules:\n"
 	limit := h.limits.MaxViewChars
@@ -226,7 +229,7 @@ func (h *Memory) listDir(tx *vfs.Tx, p vfs.Path, sent string) (Result, error) {
 	if !emit(sent, "", tree) {
 		return Result{Text: out.String()}, nil
 	}
-	base := p.String()
+	base := h.Shown(p.String())
 	for _, c := range tree.Children {
 		if !emit(base, c.Name, c) {
 			return Result{Text: out.String()}, nil
