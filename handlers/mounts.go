@@ -2,7 +2,7 @@ package handlers
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"slices"
 	"strings"
 
