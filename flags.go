@@ -44,6 +44,8 @@ type config struct {
 	migrate            bool
 	sub                subFlags // the history subcommands' own flags
 
+	mounts []mountSpec // -mount and -mount-ro
+
 	pg *postgres.DB // with -backend postgres: the database, opened once for every store
 }
 
@@ -96,6 +98,8 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.historyMaxBytes, "history-max-bytes", vfs.DefaultHistory.MaxBytes, "bytes of contents the history keeps, apart from -max-store-bytes; beyond it the oldest versions are pruned (0: no limit)")
 	fs.StringVar(&c.tenant, "tenant", "", "with -tenants, the tenant whose memory exec, ui and the history subcommands work on")
 	fs.BoolVar(&c.ui, "ui", true, "serve the web page under /ui/ on the http and sse transports (tenants log in with their token)")
+	fs.Var(mountFlag{&c.mounts, false}, "mount", mountUsage)
+	fs.Var(mountFlag{&c.mounts, true}, "mount-ro", "as -mount, read-only: the model can view the store but never change it")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -165,6 +169,11 @@ func parseArgs(args []string, getenv func(string) string) (*config, []string, er
 	// Client configurations are JSON, where no shell expands "~": do it here.
 	for _, p := range []*string{&c.root, &c.lower, &c.tenants, &c.instructions} {
 		*p = expandHome(*p, getenv)
+	}
+	for i := range c.mounts {
+		if kind, arg := c.mounts[i].kind(); kind == "dir" {
+			c.mounts[i].source = expandHome(arg, getenv)
+		}
 	}
 	return c, rest, c.validate(rest)
 }
@@ -236,10 +245,13 @@ func (c *config) validate(rest []string) error {
 		return usageError{"-root has no effect with -backend memory"}
 	case c.backend == "postgres" && c.rootSet:
 		return usageError{"-root has no effect with -backend postgres: the memory is the -store in the -dsn database"}
-	case c.backend != "postgres" && (c.dsn != "" || len(rest) > 0 && rest[0] == "migrate"):
-		return usageError{"-dsn and migrate are for -backend postgres"}
+	case c.backend != "postgres" && !c.postgresMount() && (c.dsn != "" || len(rest) > 0 && rest[0] == "migrate"):
+		return usageError{"-dsn and migrate are for -backend postgres or a postgres: mount"}
 	case c.store == "" || strings.ContainsAny(c.store, "\x00"):
 		return usageError{"-store needs a name"}
+	}
+	if err := checkMounts(c, c.mounts); err != nil {
+		return err
 	}
 	for _, d := range []struct{ flag, dir string }{{"root", c.root}, {"lower", c.lower}} {
 		if err := checkStorageDir(d.flag, d.dir, c.anyRoot); err != nil {
@@ -366,4 +378,14 @@ func splitList(v, suffix string) []string {
 		}
 	}
 	return out
+}
+
+// postgresMount reports whether a mount is a store in the -dsn database.
+func (c *config) postgresMount() bool {
+	for _, m := range c.mounts {
+		if kind, _ := m.kind(); kind == "postgres" {
+			return true
+		}
+	}
+	return false
 }

@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return 2
 		}
 	}
-	if c.backend == "postgres" {
+	if c.backend == "postgres" || c.postgresMount() {
 		octx, cancel := context.WithTimeout(ctx, time.Minute)
 		c.pg, err = postgres.Open(octx, c.dsn, c.migrate && !c.readOnly)
 		cancel()
@@ -106,19 +106,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer c.pg.Close() // after the stores, which are closed by deferred calls made later
 	}
 	limits := handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes}
-	open := func(sub string, readOnly bool) (*handlers.Memory, *vfs.Store, string, error) {
-		readOnly = readOnly || c.readOnly
-		store, where, err := openStore(c, sub, readOnly, getenv)
-		if err != nil {
-			return nil, nil, "", err
-		}
+	// memoryOf is the memory over a store opened for it: access tracked, the server's
+	// limits and options.
+	memoryOf := func(store *vfs.Store, memoryBackend, readOnly bool, more ...handlers.Option) (*handlers.Memory, error) {
 		// Every process that uses the storage records access (a read-only one records
 		// nothing), so that expiry, in whichever process runs it, counts them all. Memory
 		// is this process's alone: there, only expiry needs the record.
-		if c.backend != "memory" || c.expireAfter > 0 {
+		if !memoryBackend || c.expireAfter > 0 {
 			if err := store.TrackAccess(time.Now); err != nil {
-				store.Close()
-				return nil, nil, "", err
+				return nil, err
 			}
 		}
 		opts := []handlers.Option{handlers.Timeout(c.callTimeout)}
@@ -128,7 +124,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		if c.secrets == "reject" {
 			opts = append(opts, handlers.RejectSecrets())
 		}
-		return handlers.New(store, limits, opts...), store, where, nil
+		return handlers.New(store, limits, append(opts, more...)...), nil
+	}
+	mounted := &openedMounts{}
+	defer mounted.close()
+	open := func(sub string, readOnly bool) (*handlers.Memory, *vfs.Store, string, error) {
+		readOnly = readOnly || c.readOnly
+		store, where, err := openStore(c, sub, readOnly, getenv)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		h, err := memoryOf(store, c.backend == "memory", readOnly, handlers.WithMounts(mounted.mounts...))
+		if err != nil {
+			store.Close()
+			return nil, nil, "", err
+		}
+		if len(mounted.mounts) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := h.CheckMounts(ctx); err != nil {
+				store.Close()
+				return nil, nil, "", err
+			}
+		}
+		return h, store, where, nil
 	}
 	// prepare readies a store opened for serving in the background, while the client starts
 	// (see vfs.Store.Prepare), and logs how that went.
@@ -143,11 +162,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			}
 		})
 	}
+	if err := mounted.open(c, c.mounts, func(store *vfs.Store, m mountSpec) (*handlers.Memory, error) {
+		kind, _ := m.kind()
+		return memoryOf(store, kind == "memory", m.readOnly || c.readOnly)
+	}); err != nil {
+		fmt.Fprintf(stderr, "memory-mcp: %v\n", err)
+		return 1
+	}
 	var (
 		h      *handlers.Memory
 		where  string
 		expiry []server.ExpiryTarget
 	)
+	for i, m := range mounted.mounts {
+		if len(rest) == 0 {
+			prepare(mounted.stores[i], "mount "+m.Name)
+		}
+		if !m.Memory.ReadOnlyStore() {
+			expiry = append(expiry, server.ExpiryTarget{Store: mounted.stores[i]})
+		}
+	}
 	if len(rest) > 0 {
 		// A subcommand works on one memory: the server's, or the -tenant's.
 		sub, readOnly := "", historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact" || rest[0] == "export"

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/memory-mcp/memory-mcp/handlers"
 )
 
 // memoryProtocol is the guidance Anthropic's API injects with the native memory tool; MCP
@@ -26,6 +27,26 @@ func DefaultInstructions(tools string) string {
 		view = "memory"
 	}
 	return strings.ReplaceAll(memoryProtocol, "{view}", view)
+}
+
+// MountInstructions names a memory's mounts for the model ("" without any): where each
+// store is, which are read-only, and that a file moves between stores by create and delete.
+func MountInstructions(h *handlers.Memory) string {
+	mounts := h.Mounts()
+	if len(mounts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n\nMEMORY STORES: /memories is made of several stores. Each of these directories is a store of its own:\n")
+	for _, m := range mounts {
+		b.WriteString("- " + m.Memory.Top())
+		if m.Memory.ReadOnlyStore() {
+			b.WriteString(" (read-only: view it, never change it)")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Everything else under /memories is the main store. A file cannot be renamed from one store to another: create it at the new path and delete the old one.")
+	return b.String()
 }
 
 const promptName = "memory_protocol"

@@ -93,6 +93,17 @@ func New(h *handlers.Memory, cfg Config) *Server {
 			res.Tools = slices.DeleteFunc(res.Tools, func(t mcp.Tool) bool { return t.Name != "memory_view" })
 		}
 	})
+	// The instructions name the mounts of the memory the session works on.
+	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
+		if h := s.handlersFor(ctx); h != nil && res.Instructions != "" {
+			res.Instructions += MountInstructions(h)
+		}
+	})
+	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
+		if h := s.handlersFor(ctx); h != nil && res.Instructions != "" {
+			res.Instructions += MountInstructions(h)
+		}
+	})
 	s.notify = newNotifier(s)
 	s.notify.hooks(hooks)
 	hooks.AddAfterListResources(func(ctx context.Context, id any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {

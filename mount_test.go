@@ -1,0 +1,111 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mountDirs makes a main store's directory and a team directory with two files.
+func mountDirs(t *testing.T) (mainDir, team string) {
+	t.Helper()
+	mainDir, team = filepath.Join(t.TempDir(), "main"), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(team, "guides"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"style.md": "tabs\n", "guides/go.md": "gofmt\n"} {
+		if err := os.WriteFile(filepath.Join(team, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mainDir, team
+}
+
+// A server with a main store on disk, a read-write memory mount with a file limit of its
+// own and a read-only directory mount, through the official client over stdio and
+// Streamable HTTP: every docs/behaviour.md §8 text exactly, and the read-only directory
+// untouched after every changing command was tried on it.
+func TestMountsEndToEnd(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			mainDir, team := mountDirs(t)
+			before := hashTree(t, team)
+			args := []string{"-root", mainDir, "-mount", "me=memory:", "-mount-ro", "team=" + team, "-max-file-bytes", "64"}
+			var cs *mcp.ClientSession
+			if transport == "stdio" {
+				cmd := exec.Command(binary, args...)
+				cmd.Env = testEnv(t)
+				cs = connect(t, &mcp.CommandTransport{Command: cmd}, "")
+			} else {
+				p := startHTTP(t, "http", args...)
+				cs = connect(t, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1}, "")
+			}
+			instr := cs.InitializeResult().Instructions
+			if !strings.Contains(instr, "- /memories/me\n") || !strings.Contains(instr, "- /memories/team (read-only") {
+				t.Errorf("the instructions do not name the mounts:\n%s", instr)
+			}
+			big := strings.Repeat("x", 65)
+			for i, c := range []struct {
+				tool  string
+				args  map[string]any
+				want  string
+				isErr bool
+			}{
+				{"memory_create", map[string]any{"path": "/memories/notes.md", "file_text": "main\n"}, "File created successfully at: /memories/notes.md", false},
+				{"memory_create", map[string]any{"path": "/memories/me/prefs.md", "file_text": "short\n"}, "File created successfully at: /memories/me/prefs.md", false},
+				{"memory_view", map[string]any{"path": "/memories"}, listingHeader + "22B\t/memories\n6B\t/memories/me/\n6B\t/memories/me/prefs.md\n5B\t/memories/notes.md\n11B\t/memories/team/\n6B\t/memories/team/guides/\n5B\t/memories/team/style.md", false},
+				{"memory_view", map[string]any{"path": "/memories/team/guides/go.md"}, "Here's the content of /memories/team/guides/go.md with line numbers:\n     1\tgofmt\n     2\t", false},
+				{"memory_create", map[string]any{"path": "/memories/me/big.md", "file_text": big}, "Error: /memories/me/big.md would be 65 bytes, over the limit of 64 bytes per memory file", true},
+				{"memory_create", map[string]any{"path": "/memories/team/new.md", "file_text": "x"}, "Error: The memory store at /memories/team is read-only", true},
+				{"memory_str_replace", map[string]any{"path": "/memories/team/style.md", "old_str": "tabs", "new_str": "spaces"}, "Error: The memory store at /memories/team is read-only", true},
+				{"memory_insert", map[string]any{"path": "/memories/team/style.md", "insert_line": 0, "insert_text": "x\n"}, "Error: The memory store at /memories/team is read-only", true},
+				{"memory_delete", map[string]any{"path": "/memories/team/style.md"}, "Error: The memory store at /memories/team is read-only", true},
+				{"memory_delete", map[string]any{"path": "/memories/team"}, "Error: The memory store at /memories/team is read-only", true},
+				{"memory_rename", map[string]any{"old_path": "/memories/team/guides", "new_path": "/memories/team/g"}, "Error: The memory store at /memories/team is read-only", true},
+				{"memory_rename", map[string]any{"old_path": "/memories/team/style.md", "new_path": "/memories/style.md"}, "Error: The memory store at /memories/team is read-only", true},
+				{"memory_delete", map[string]any{"path": "/memories/me"}, "Error: /memories/me is a mounted memory store and cannot be deleted or moved", true},
+				{"memory_rename", map[string]any{"old_path": "/memories/me", "new_path": "/memories/mine"}, "Error: /memories/me is a mounted memory store and cannot be deleted or moved", true},
+				{"memory_rename", map[string]any{"old_path": "/memories/notes.md", "new_path": "/memories/me"}, "Error: /memories/me is a mounted memory store and cannot be deleted or moved", true},
+				{"memory_rename", map[string]any{"old_path": "/memories/notes.md", "new_path": "/memories/me/notes.md"}, "Error: Cannot move /memories/notes.md to /memories/me/notes.md: they are in different memory stores. Create it at /memories/me/notes.md and delete /memories/notes.md instead", true},
+				{"memory_rename", map[string]any{"old_path": "/memories/me/prefs.md", "new_path": "/memories/me/p.md"}, "Successfully renamed /memories/me/prefs.md to /memories/me/p.md", false},
+				{"memory_delete", map[string]any{"path": "/memories/me/p.md"}, "Successfully deleted /memories/me/p.md", false},
+			} {
+				got, isErr := callText(t, cs, c.tool, c.args)
+				if got != c.want || isErr != c.isErr {
+					t.Errorf("call %d %s %v:\n got (isError %v) %q\nwant (isError %v) %q", i, c.tool, c.args, isErr, got, c.isErr, c.want)
+				}
+			}
+			if after := hashTree(t, team); after != before {
+				t.Error("the read-only mount's directory changed")
+			}
+			if _, err := os.Stat(filepath.Join(mainDir, "notes.md")); err != nil {
+				t.Errorf("the main store's file is not on disk: %v", err)
+			}
+		})
+	}
+}
+
+// A main store holding an entry where a mount goes: the server names it and exits.
+func TestMountOverAnEntryRefused(t *testing.T) {
+	mainDir, team := mountDirs(t)
+	if err := os.MkdirAll(filepath.Join(mainDir, "team"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "-root", mainDir, "-mount-ro", "team="+team)
+	cmd.Env = testEnv(t)
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 1 || !strings.Contains(string(out), "the main store already has /memories/team") {
+		t.Errorf("exit %v, output:\n%s", err, out)
+	}
+	for _, bad := range [][]string{{"-mount", ".hidden=" + team}, {"-mount", "a=memory:", "-mount", "a=memory:"}, {"-mount", "pg=postgres:s"}, {"-mount", "x=memory:y"}} {
+		cmd := exec.Command(binary, append([]string{"-root", mainDir}, bad...)...)
+		cmd.Env = testEnv(t)
+		if out, err := cmd.CombinedOutput(); exitCode(err) != 2 {
+			t.Errorf("%v: exit %v, want 2 (a usage error):\n%s", bad, err, out)
+		}
+	}
+}
