@@ -109,3 +109,52 @@ func TestMountOverAnEntryRefused(t *testing.T) {
 		}
 	}
 }
+
+// Two tenants with their own main stores and the same team store mounted read-only:
+// neither changes it, and neither reaches the other's store through it, by hostile paths
+// or by links planted in the team's directory.
+func TestTenantsShareAReadOnlyMount(t *testing.T) {
+	ts, file := setupTenants(t)
+	_, team := mountDirs(t)
+	os.Symlink(filepath.Join(ts.root, "alice"), filepath.Join(team, "abs-alice"))
+	os.Symlink("../../store/alice/secret.md", filepath.Join(team, "rel-alice"))
+	before := hashTree(t, team)
+	aliceBefore := hashTree(t, filepath.Join(ts.root, "alice"))
+	p := startHTTP(t, "http", "-root", ts.root, "-tenants", file, "-mount-ro", "team="+team)
+	escape := func(p string) string { return "Error: Path " + p + " would escape /memories directory" }
+	ro := "Error: The memory store at /memories/team is read-only"
+	for _, who := range []string{"alice", "bob"} {
+		token := map[string]string{"alice": ts.alice, "bob": ts.bob}[who]
+		cs := tenantSession(t, "http", p.url, token, "")
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+			want string
+		}{
+			{"memory_view", map[string]any{"path": "/memories/team/style.md"}, "Here's the content of /memories/team/style.md with line numbers:\n     1\ttabs\n     2\t"},
+			{"memory_view", map[string]any{"path": "/memories/team/abs-alice/secret.md"}, escape("/memories/team/abs-alice/secret.md")},
+			{"memory_view", map[string]any{"path": "/memories/team/rel-alice"}, escape("/memories/team/rel-alice")},
+			{"memory_view", map[string]any{"path": "/memories/team/../../alice/secret.md"}, escape("/memories/team/../../alice/secret.md")},
+			{"memory_view", map[string]any{"path": "/memories/team/%2e%2e/%2e%2e/alice/secret.md"}, escape("/memories/team/%2e%2e/%2e%2e/alice/secret.md")},
+			{"memory_create", map[string]any{"path": "/memories/team/abs-alice/planted.md", "file_text": "x"}, ro},
+			{"memory_str_replace", map[string]any{"path": "/memories/team/style.md", "old_str": "tabs", "new_str": "spaces"}, ro},
+			{"memory_delete", map[string]any{"path": "/memories/team"}, ro},
+			{"memory_rename", map[string]any{"old_path": "/memories/secret.md", "new_path": "/memories/team/secret.md"}, ro},
+		} {
+			if got, _ := callText(t, cs, c.tool, c.args); got != c.want {
+				t.Errorf("%s %s %v:\n got %q\nwant %q", who, c.tool, c.args, got, c.want)
+			}
+		}
+		// Their own main stores, side by side with the team's.
+		got, _ := callText(t, cs, "memory_view", map[string]any{"path": "/memories"})
+		if own := map[string]string{"alice": "15B\t/memories/secret.md", "bob": "16B\t/memories/secret.md"}[who]; !strings.Contains(got, own) || !strings.Contains(got, "\t/memories/team/style.md") {
+			t.Errorf("%s's listing:\n%s", who, got)
+		}
+	}
+	if hashTree(t, team) != before {
+		t.Error("the team's directory changed")
+	}
+	if hashTree(t, filepath.Join(ts.root, "alice")) != aliceBefore {
+		t.Error("alice's memory changed")
+	}
+}
