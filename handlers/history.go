@@ -46,9 +46,13 @@ type LogQuery struct {
 
 // Log returns the versions q selects, newest first.
 func (h *Memory) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
+	if m := h.mountOf(q.Path); m != nil {
+		vs, err := m.Log(ctx, q)
+		return m.shownVersions(vs), m.shownErr(err)
+	}
 	dir := vfs.Root
 	if q.Path != "" {
-		p, err := resolveArg(q.Path)
+		p, err := h.resolveArg(q.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +84,11 @@ func (h *Memory) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 
 // Show returns the content of the file at path as it was after version seq.
 func (h *Memory) Show(ctx context.Context, path string, seq uint64) ([]byte, error) {
-	p, err := resolveArg(path)
+	if m := h.mountOf(path); m != nil {
+		data, err := m.Show(ctx, path, seq)
+		return data, m.shownErr(err)
+	}
+	p, err := h.resolveArg(path)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +126,11 @@ func content(tx *vfs.Tx, st vfs.FileState, p string, seq uint64) ([]byte, error)
 // one, of the change version seqs[0] made to it; with two, between its states after those
 // versions. It is empty when the contents are equal.
 func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string, error) {
-	p, err := resolveArg(path)
+	if m := h.mountOf(path); m != nil {
+		d, err := m.Diff(ctx, path, seqs...)
+		return m.shownText(d), m.shownErr(err)
+	}
+	p, err := h.resolveArg(path)
 	if err != nil {
 		return "", err
 	}
@@ -224,11 +236,20 @@ func (h *Memory) RestoreAt(ctx context.Context, path string, t time.Time) (Resto
 }
 
 func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Version) (uint64, error)) (Restored, error) {
+	if m := h.mountOf(path); m != nil {
+		res, err := m.restore(ctx, path, target)
+		for _, l := range [][]string{res.Created, res.Modified, res.Deleted} {
+			for i := range l {
+				l[i] = m.Shown(l[i])
+			}
+		}
+		return res, m.shownErr(err)
+	}
 	var res Restored
 	if h.readOnly {
 		return res, refuse("the memory store is read-only: nothing can be restored")
 	}
-	p, err := resolveArg(path)
+	p, err := h.resolveArg(path)
 	if err != nil {
 		return res, err
 	}
@@ -363,10 +384,14 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 // had the same content. It refuses while a file still holds that content: change or
 // delete the file first. It returns how many versions it marked.
 func (h *Memory) Redact(ctx context.Context, path string, seq uint64) (int, error) {
+	if m := h.mountOf(path); m != nil {
+		n, err := m.Redact(ctx, path, seq)
+		return n, m.shownErr(err)
+	}
 	if h.readOnly {
 		return 0, refuse("the memory store is read-only: nothing can be redacted")
 	}
-	p, err := resolveArg(path)
+	p, err := h.resolveArg(path)
 	if err != nil {
 		return 0, err
 	}

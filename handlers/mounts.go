@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -205,4 +206,118 @@ func (h *Memory) mountNodes(ctx context.Context, tree *vfs.Node, depth int) (err
 	}
 	slices.SortFunc(tree.Children, func(a, b vfs.Node) int { return strings.Compare(a.Name, b.Name) })
 	return errs
+}
+
+// mountOf returns the mount a path given to a person's operation lies in, or nil.
+func (h *Memory) mountOf(path string) *Memory {
+	if len(h.mounts) == 0 {
+		return nil
+	}
+	if m, _, _, err := h.Route(path); err == nil && m != h {
+		return m
+	}
+	return nil
+}
+
+// resolveArg is resolveArg for this memory's store (see resolve).
+func (h *Memory) resolveArg(path string) (vfs.Path, error) {
+	p, err := resolveArg(path)
+	if err != nil || h.top == "" {
+		return p, err
+	}
+	return h.resolve(path)
+}
+
+// shownText rewrites the store's paths in a text of a mounted memory (a refusal, a diff) to
+// the paths the model and people see.
+func (h *Memory) shownText(text string) string {
+	if h.top == "" {
+		return text
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(text, vfs.Root)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		b.WriteString(text[:i])
+		rest := text[i+len(vfs.Root):]
+		if rest == "" || !isNameByte(rest[0]) {
+			b.WriteString(h.top)
+		} else {
+			b.WriteString(vfs.Root)
+		}
+		text = rest
+	}
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+// shownErr is err with the paths of a refusal shown as shownText does.
+func (h *Memory) shownErr(err error) error {
+	var r *Refusal
+	if h.top == "" || !errors.As(err, &r) {
+		return err
+	}
+	return &Refusal{Msg: h.shownText(r.Msg), Stale: r.Stale}
+}
+
+// shownVersions rewrites the paths of a mounted memory's versions.
+func (h *Memory) shownVersions(vs []vfs.Version) []vfs.Version {
+	if h.top == "" {
+		return vs
+	}
+	for i := range vs {
+		vs[i].Path = h.Shown(vs[i].Path)
+		if vs[i].NewPath != "" {
+			vs[i].NewPath = h.Shown(vs[i].NewPath)
+		}
+	}
+	return vs
+}
+
+// shownNode rewrites the paths of a mounted memory's file tree.
+func (h *Memory) shownNode(n *FileNode) {
+	n.Path = h.Shown(n.Path)
+	for i := range n.Children {
+		h.shownNode(&n.Children[i])
+	}
+}
+
+// shownBatch is b with the paths of a mounted memory's changes shown (a copy: batches are
+// shared by subscribers).
+func (h *Memory) shownBatch(b vfs.Batch) vfs.Batch {
+	if h.top == "" {
+		return b
+	}
+	changes := make([]vfs.Change, len(b.Changes))
+	for i, c := range b.Changes {
+		c.Path = h.Shown(c.Path)
+		if c.From != "" {
+			c.From = h.Shown(c.From)
+		}
+		changes[i] = c
+	}
+	b.Changes = changes
+	return b
+}
+
+// memories returns this memory and its mounts.
+func (h *Memory) memories() []*Memory {
+	all := []*Memory{h}
+	for _, m := range h.mounts {
+		all = append(all, m.Memory)
+	}
+	return all
+}
+
+func (h *Memory) shownBatchPtr(b *vfs.Batch) *vfs.Batch {
+	if b == nil || h.top == "" {
+		return b
+	}
+	c := h.shownBatch(*b)
+	return &c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
@@ -112,5 +113,70 @@ func TestMountChecks(t *testing.T) {
 		if err := handlers.ValidMountName(name); err != nil {
 			t.Errorf("mount name %q refused: %v", name, err)
 		}
+	}
+}
+
+// The page's and the history commands' operations reach mounts by path, and show the
+// paths the model sees.
+func TestMountsForPeople(t *testing.T) {
+	h, _ := mountedMemory(t)
+	ctx := context.Background()
+	if _, err := h.Write(ctx, "/memories/me/a.md", []byte("one\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Write(ctx, "/memories/me/a.md", []byte("two\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Write(ctx, "/memories/team/x.md", []byte("x"), nil); err == nil || err.Error() != "this memory is read-only: it can be looked at, not changed" {
+		t.Errorf("a write to the read-only mount: %v", err)
+	}
+	if data, _, err := h.Read(ctx, "/memories/team/guides/go.md"); err != nil || string(data) != "gofmt\n" {
+		t.Errorf("read under the team mount: %q, %v", data, err)
+	}
+	if _, _, err := h.Read(ctx, "/memories/me/none.md"); err == nil || err.Error() != "/memories/me/none.md does not exist (any more)" {
+		t.Errorf("read of a missing file in a mount: %v", err)
+	}
+	root, _, err := h.Files(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range root.Children {
+		names = append(names, c.Path)
+	}
+	if strings.Join(names, " ") != "/memories/me /memories/team" || root.Children[1].Children[0].Path != "/memories/team/guides" {
+		t.Errorf("the tree's top level: %v", names)
+	}
+	list, err := h.FileList(ctx)
+	if err != nil || len(list) != 3 || list[0].Path != "/memories/me/a.md" || list[2].Path != "/memories/team/style.md" {
+		t.Errorf("file list: %v, %v", list, err)
+	}
+	vs, err := h.Log(ctx, handlers.LogQuery{Path: "/memories/me"})
+	if err != nil || len(vs) != 2 || vs[0].Path != "/memories/me/a.md" {
+		t.Errorf("log of the mount: %v, %v", vs, err)
+	}
+	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 0 {
+		t.Errorf("log of the main store: %v, %v", vs, err)
+	}
+	d, err := h.Diff(ctx, "/memories/me/a.md")
+	if err != nil || !strings.Contains(d, "--- /memories/me/a.md@") || !strings.Contains(d, "+two") {
+		t.Errorf("diff in the mount:\n%s (%v)", d, err)
+	}
+	if data, err := h.Show(ctx, "/memories/me/a.md", vs[1].Seq); err != nil || string(data) != "one\n" {
+		t.Errorf("show in the mount: %q, %v", data, err)
+	}
+	if res, err := h.Restore(ctx, "/memories/me/a.md", vs[1].Seq); err != nil || len(res.Modified) != 1 || res.Modified[0] != "/memories/me/a.md" {
+		t.Errorf("restore in the mount: %+v, %v", res, err)
+	}
+	if ms, _, err := h.Search(ctx, "gofmt"); err != nil || len(ms) != 1 || ms[0].Path != "/memories/team/guides/go.md" {
+		t.Errorf("search: %+v, %v", ms, err)
+	}
+	sub := h.Subscribe(8)
+	defer sub.Close()
+	if _, err := h.Remove(ctx, "/memories/me/a.md", nil); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-sub.C; len(b.Changes) != 1 || b.Changes[0].Path != "/memories/me/a.md" {
+		t.Errorf("the feed's change: %+v", b.Changes)
 	}
 }

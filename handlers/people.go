@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -40,14 +43,37 @@ const MaxTreeEntries = 20000
 // sees what the model can reach), with sizes and the time of each one's last change.
 // truncated reports that the memory holds more than MaxTreeEntries entries.
 func (h *Memory) Files(ctx context.Context) (root FileNode, truncated bool, err error) {
-	return h.files(ctx, showAll, MaxTreeEntries)
+	return h.filesWithMounts(ctx, showAll, MaxTreeEntries)
+}
+
+// filesWithMounts is files with each mount's tree as a directory at its mount point.
+func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, budget int) (root FileNode, truncated bool, err error) {
+	root, truncated, err = h.files(ctx, skip, budget)
+	if err != nil {
+		return root, truncated, err
+	}
+	for _, m := range h.mounts {
+		n, more, err := m.Memory.files(ctx, skip, budget)
+		if err != nil {
+			return root, truncated, m.Memory.shownErr(err)
+		}
+		n.Name, truncated = m.Name, truncated || more
+		root.Children = slices.DeleteFunc(root.Children, func(c FileNode) bool { return c.Name == m.Name })
+		root.Children = append(root.Children, n)
+		root.Size += n.Size
+		if n.Changed.After(root.Changed) {
+			root.Changed = n.Changed
+		}
+	}
+	slices.SortFunc(root.Children, func(a, b FileNode) int { return strings.Compare(a.Name, b.Name) })
+	return root, truncated, nil
 }
 
 // FileList returns the memory's files, without the hidden ones (as the model's listings),
 // sorted by path: what MCP clients get as resources, a page at a time, so all of them,
 // however many. Directories are left out.
 func (h *Memory) FileList(ctx context.Context) ([]FileNode, error) {
-	root, _, err := h.files(ctx, hidden, math.MaxInt)
+	root, _, err := h.filesWithMounts(ctx, hidden, math.MaxInt)
 	var out []FileNode
 	var walk func(n FileNode)
 	walk = func(n FileNode) {
@@ -83,6 +109,7 @@ func (h *Memory) files(ctx context.Context, skip func(string) bool, budget int) 
 			return err
 		}
 		root = fileNode(tree, vfs.Root, changed, &budget)
+		h.shownNode(&root)
 		truncated = budget < 0
 		return nil
 	})
@@ -115,7 +142,11 @@ func fileNode(n vfs.Node, p string, changed map[string]time.Time, budget *int) F
 // check against. A file over the per-file limit (only one placed in the storage by other
 // means can be) is refused rather than read: neither a resource nor the page can show it.
 func (h *Memory) Read(ctx context.Context, path string) ([]byte, vfs.Digest, error) {
-	p, err := resolveArg(path)
+	if m := h.mountOf(path); m != nil {
+		data, d, err := m.Read(ctx, path)
+		return data, d, m.shownErr(err)
+	}
+	p, err := h.resolveArg(path)
 	if err != nil {
 		return nil, vfs.Digest{}, err
 	}
@@ -163,6 +194,10 @@ func current(tx *vfs.Tx, p vfs.Path) (data []byte, exists bool, err error) {
 // exist; otherwise Write refuses and changes nothing. The limits and the credential guard
 // apply as to the model's changes. The history records the change as command "edit".
 func (h *Memory) Write(ctx context.Context, path string, data []byte, expect *vfs.Digest) (*vfs.Batch, error) {
+	if m := h.mountOf(path); m != nil {
+		b, err := m.Write(ctx, path, data, expect)
+		return m.shownBatchPtr(b), m.shownErr(err)
+	}
 	p, err := h.changeable(path)
 	if err != nil {
 		return nil, err
@@ -203,6 +238,10 @@ func (h *Memory) Write(ctx context.Context, path string, data []byte, expect *vf
 // When expect is not nil, path must be a file still holding the content with that digest.
 // The history records the change as command "delete".
 func (h *Memory) Remove(ctx context.Context, path string, expect *vfs.Digest) (*vfs.Batch, error) {
+	if m := h.mountOf(path); m != nil {
+		b, err := m.Remove(ctx, path, expect)
+		return m.shownBatchPtr(b), m.shownErr(err)
+	}
 	p, err := h.changeable(path)
 	if err != nil {
 		return nil, err
@@ -231,7 +270,7 @@ func (h *Memory) changeable(path string) (vfs.Path, error) {
 	if h.readOnly {
 		return vfs.Path{}, refuse("this memory is read-only: it can be looked at, not changed")
 	}
-	p, err := resolveArg(path)
+	p, err := h.resolveArg(path)
 	if err == nil && p.IsRoot() {
 		err = refuse("%s itself cannot be changed: choose a file in it", vfs.Root)
 	}
@@ -283,6 +322,26 @@ const (
 // Search finds text, ignoring case, in the names and lines of every file of the memory,
 // in path order. more reports that there were more than MaxMatches matches.
 func (h *Memory) Search(ctx context.Context, text string) (matches []Match, more bool, err error) {
+	if matches, more, err = h.search(ctx, text); err != nil || more {
+		return matches, more, err
+	}
+	for _, m := range h.mounts {
+		ms, mmore, err := m.Memory.search(ctx, text)
+		if err != nil {
+			return matches, more, m.Memory.shownErr(err)
+		}
+		for i := range ms {
+			ms[i].Path = m.Memory.Shown(ms[i].Path)
+		}
+		matches = append(matches, ms...)
+		if len(matches) > MaxMatches || mmore {
+			return matches[:min(len(matches), MaxMatches)], true, nil
+		}
+	}
+	return matches, false, nil
+}
+
+func (h *Memory) search(ctx context.Context, text string) (matches []Match, more bool, err error) {
 	switch {
 	case strings.TrimSpace(text) == "":
 		return nil, false, refuse("type something to search for")
@@ -374,18 +433,59 @@ func excerpt(line string, at int) string {
 	return out
 }
 
-// Subscribe registers a subscriber to the memory's change feed (see vfs.Store.Subscribe).
-func (h *Memory) Subscribe(buffer int) *vfs.Subscription { return h.store.Subscribe(buffer) }
+// Subscription receives the changes of a memory and of its mounts (see vfs.Subscription),
+// with the paths the model sees.
+type Subscription struct {
+	C      <-chan vfs.Batch
+	subs   []*vfs.Subscription
+	missed atomic.Uint64
+}
+
+// Missed returns how many batches the subscriber missed because its buffer was full.
+func (s *Subscription) Missed() uint64 { return s.missed.Load() }
+
+// Close unregisters the subscriber (see vfs.Subscription.Close).
+func (s *Subscription) Close() {
+	for _, sub := range s.subs {
+		sub.Close()
+	}
+}
+
+// Subscribe registers a subscriber whose channel holds up to buffer batches.
+func (h *Memory) Subscribe(buffer int) *Subscription {
+	c := make(chan vfs.Batch, buffer)
+	s := &Subscription{C: c}
+	for _, m := range h.memories() {
+		s.subs = append(s.subs, m.store.SubscribeFunc(func(b vfs.Batch) {
+			select {
+			case c <- m.shownBatch(b):
+			default:
+				s.missed.Add(1)
+			}
+		}))
+	}
+	return s
+}
 
 // SubscribeFunc registers fn for the memory's changes, called as each is published (see
 // vfs.Store.SubscribeFunc: fn must return at once and must not use the memory).
-func (h *Memory) SubscribeFunc(fn func(vfs.Batch)) *vfs.Subscription {
-	return h.store.SubscribeFunc(fn)
+func (h *Memory) SubscribeFunc(fn func(vfs.Batch)) *Subscription {
+	s := &Subscription{}
+	for _, m := range h.memories() {
+		s.subs = append(s.subs, m.store.SubscribeFunc(func(b vfs.Batch) { fn(m.shownBatch(b)) }))
+	}
+	return s
 }
 
-// Watch notices changes other processes make to the memory until ctx is done, so that
-// subscribers hear of them (see vfs.Store.Watch).
-func (h *Memory) Watch(ctx context.Context, interval time.Duration) { h.store.Watch(ctx, interval) }
+// Watch notices changes other processes make to the memory and its mounts until ctx is
+// done, so that subscribers hear of them (see vfs.Store.Watch).
+func (h *Memory) Watch(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	for _, m := range h.memories() {
+		wg.Go(func() { m.store.Watch(ctx, interval) })
+	}
+	wg.Wait()
+}
 
 // KeepsHistory reports whether the memory keeps a history of its changes.
 func (h *Memory) KeepsHistory(ctx context.Context) bool { return h.store.KeepsHistory(ctx) }

@@ -305,7 +305,7 @@ func (n *notifier) listed(mem *handlers.Memory) map[string]bool {
 
 // run rescans one memory, whose files add listed, whenever another process changed it,
 // until ctx is done; this process's changes arrive through deliver meanwhile, from sub.
-func (n *notifier) run(ctx context.Context, mem *handlers.Memory, w *watch, sub *vfs.Subscription) {
+func (n *notifier) run(ctx context.Context, mem *handlers.Memory, w *watch, sub *handlers.Subscription) {
 	defer n.running.Done()
 	defer sub.Close()
 	n.running.Add(1)
