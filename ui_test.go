@@ -177,3 +177,25 @@ func TestWebPageTenantsBrowser(t *testing.T) {
 	runBrowser(t, "tenants", []string{"UI_URL=" + srv.url, "ROOT=" + ts.root, "SHOTS=" + shotsDir(t, "tenants"),
 		"RW_TOKEN=" + ts.alice, "RO_TOKEN=" + ts.carol}, nil)
 }
+
+// Mounts on the web page in a real browser: top-level folders, a read-write mount's
+// history and an edit typed into it, and no change controls on a read-only one.
+func TestWebPageMountsBrowser(t *testing.T) {
+	browser(t)
+	root, me := filepath.Join(t.TempDir(), "m"), filepath.Join(t.TempDir(), "me")
+	_, team := mountDirs(t)
+	args := []string{"-root", root, "-mount", "me=" + me, "-mount-ro", "team=" + team}
+	for _, in := range []string{
+		`{"command":"create","path":"/memories/notes.md","file_text":"main\n"}`,
+		`{"command":"create","path":"/memories/me/prefs.md","file_text":"Prefers long answers.\n"}`,
+		`{"command":"str_replace","path":"/memories/me/prefs.md","old_str":"long","new_str":"short"}`,
+	} {
+		cmd := exec.Command(binary, append([]string{"exec"}, append(args, in)...)...)
+		cmd.Env = testEnv(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("seed %s: %v\n%s", in, err, out)
+		}
+	}
+	link := startUI(t, args...)
+	runBrowser(t, "mounts", []string{"UI_URL=" + link, "ROOT=" + root, "ROOT_ME=" + me, "ROOT_TEAM=" + team, "SHOTS=" + shotsDir(t, "mounts")}, nil)
+}

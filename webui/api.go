@@ -64,7 +64,7 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request, name string) {
 	switch {
 	case name == "session" && !change:
 		out = map[string]any{
-			"memory": s.memory, "read_only": mem.ReadOnlyStore(), "history": mem.KeepsHistory(ctx),
+			"memory": s.memory, "read_only": mem.ReadOnlyStore(), "mounts": mountsJSON(mem), "history": mem.KeepsHistory(ctx),
 			"csrf": s.csrf, "max_file_bytes": mem.MaxFileBytes(),
 		}
 	case name == "logout" && change:
@@ -296,4 +296,14 @@ func seqArg(v string) (uint64, error) {
 		return 0, &handlers.Refusal{Msg: "a version number is needed"}
 	}
 	return seq, nil
+}
+
+// mountsJSON describes the memory's mounts for the page: where each is, and whether it
+// is read-only.
+func mountsJSON(mem *handlers.Memory) []map[string]any {
+	out := []map[string]any{}
+	for _, m := range mem.Mounts() {
+		out = append(out, map[string]any{"name": m.Name, "path": m.Memory.Top(), "read_only": m.Memory.ReadOnlyStore()})
+	}
+	return out
 }

@@ -1,5 +1,5 @@
 // Browser tests of the web page, run by ui_test.go in Debian's chromium through
-// playwright-core (no browser download). Usage: node browser.cjs local|tenants
+// playwright-core (no browser download). Usage: node browser.cjs local|tenants|mounts
 //
 // Environment: UI_URL (local: the login link memory-mcp ui printed; tenants: the server's
 // base URL), ROOT (the memory's directory on disk), SHOTS (where screenshots go), and for
@@ -358,7 +358,55 @@ async function tenants() {
   await browser.close();
 }
 
-(mode === "local" ? local() : tenants()).then(
+// mounts: a main store with a read-write mount "me" (ROOT_ME on disk, with history) and a
+// read-only mount "team" (ROOT_TEAM).
+async function mounts() {
+  const link = env("UI_URL");
+  const base = new URL(link).origin;
+  const browser = await launch();
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  const bad = watch(page, base);
+
+  step("the mounts show as top-level folders");
+  await page.goto(link);
+  await treeItem(page, "/memories/me");
+  await treeItem(page, "/memories/team");
+  await page.screenshot({ path: path.join(shots, "mounts.png") });
+
+  step("a read-write mount: its history, and an edit typed on the page");
+  await (await treeItem(page, "/memories/me")).click();
+  await until("the mount's recent changes", async () => /prefs\.md/.test(await page.locator("#dir-history").innerText()));
+  assert.equal(await page.getByRole("button", { name: "Delete…" }).count(), 0); // a mount point stays
+  assert.equal(await page.getByRole("button", { name: "New file here" }).count(), 1);
+  await openFile(page, "/memories/me/prefs.md");
+  await page.click("#tab-history");
+  await page.locator("#diff").waitFor();
+  assert.match(await page.locator("#diff").innerText(), /^\+Prefers short answers\.$/m);
+  assert.match(await page.locator("#diff").innerText(), /^--- \/memories\/me\/prefs\.md@/m);
+  await page.click("#tab-content");
+  await page.locator("#edit").click();
+  await typeInto(page, "#editor", "Prefers tables.\n");
+  await page.keyboard.press("Control+s");
+  const me = path.join(env("ROOT_ME"), "prefs.md");
+  await until("the edit in the mount's directory", () => fs.readFileSync(me, "utf8") === "Prefers tables.\n");
+
+  step("a read-only mount: no edit, delete, new file or restore");
+  await (await treeItem(page, "/memories/team")).click();
+  await until("the team folder", async () => /team\//.test(await page.locator("#main h1").innerText()));
+  assert.equal(await page.getByRole("button", { name: "New file here" }).count(), 0);
+  assert.equal(await page.getByRole("button", { name: "Delete…" }).count(), 0);
+  await openFile(page, "/memories/team/style.md");
+  assert.match(await page.locator("#content").innerText(), /tabs/);
+  assert.equal(await page.locator("#edit, #delete").count(), 0);
+  await page.keyboard.press("e"); // the edit shortcut does nothing here
+  assert.equal(await page.locator("#editor").count(), 0);
+  await page.screenshot({ path: path.join(shots, "mount-read-only.png") });
+  assert.equal(fs.readFileSync(path.join(env("ROOT_TEAM"), "style.md"), "utf8"), "tabs\n");
+  assert.deepEqual(bad, []);
+  await browser.close();
+}
+
+({ local, tenants, mounts })[mode]().then(
   () => process.exit(0),
   (err) => {
     console.error(err && err.stack ? err.stack : err);

@@ -8,8 +8,14 @@
 const $ = (id) => document.getElementById(id);
 const ROOT = "/memories";
 
+// mountAt is the mounted store whose mount point is p, if any; fixed says whether p can be
+// changed: not in a read-only memory, nor in a read-only mount.
+const mountAt = (p) => (state.session.mounts || []).find((m) => m.path === p);
+const fixed = (p) =>
+  state.session.read_only || (state.session.mounts || []).some((m) => m.read_only && (p === m.path || p.startsWith(m.path + "/")));
+
 const state = {
-  session: null, // {memory, read_only, history, csrf, max_file_bytes}
+  session: null, // {memory, read_only, mounts, history, csrf, max_file_bytes}
   tree: null,
   expanded: new Set([ROOT]),
   view: null, // what main shows: {kind: "file"|"dir"|"search"|"home", ...}
@@ -417,7 +423,7 @@ async function showFile(p, tab, line) {
         "div",
         { class: "title-row" },
         el("h1", {}, baseName(p)),
-        state.session.read_only || !file
+        fixed(p) || !file
           ? ""
           : el(
               "div",
@@ -457,7 +463,7 @@ async function showFile(p, tab, line) {
   }
   if (state.view.path !== p || state.view.tab !== tab) return;
   state.view.sha256 = file.sha256;
-  if (tab === "edit" && !state.session.read_only && !file.binary) {
+  if (tab === "edit" && !fixed(p) && !file.binary) {
     // An editor already open on this file keeps what the person typed: this load may be an
     // older one that ended after a refresh (a change elsewhere, a reconnect) loaded it again.
     if (state.editing && state.editing.path === p && $("editor")) return;
@@ -657,7 +663,7 @@ async function showVersion(p, v, versions, detail) {
   if (v.kind !== "deleted" && !v.redacted) {
     actions.append(el("button", { type: "button", onclick: () => viewVersion(target, v) }, "View this version"));
   }
-  if (!state.session.read_only) {
+  if (!fixed(p)) {
     actions.append(el("button", { id: "restore-version", type: "button", class: "primary", onclick: () => restore(p, v) }, "Restore this version…"));
   }
   detail.replaceChildren(
@@ -733,9 +739,9 @@ async function showDir(p) {
     list.append(el("li", {}, el("button", { type: "button", title: c.path, onclick: () => open(c) }, el("span", { class: "grow" }, c.dir ? c.name + "/" : c.name), el("span", { class: "meta" }, size(c.size) + (c.changed ? " · " + ago(c.changed) : "")))));
   }
   const actions = el("div", { class: "actions" });
-  if (!state.session.read_only) {
+  if (!fixed(p)) {
     actions.append(el("button", { type: "button", onclick: () => newFile(p) }, "New file here"));
-    if (p !== ROOT) actions.append(el("button", { type: "button", class: "danger", onclick: () => deleteDir(p, node) }, "Delete…"));
+    if (p !== ROOT && !mountAt(p)) actions.append(el("button", { type: "button", class: "danger", onclick: () => deleteDir(p, node) }, "Delete…"));
   }
   const versions = el("div", { id: "dir-history" });
   setMain(
@@ -759,14 +765,14 @@ async function showDir(p) {
           el(
             "div",
             { class: "v-row" },
-            el("button", { type: "button", title: "Put this directory back as it was after this version", onclick: () => (state.session.read_only ? go({ file: v.new_path || v.path, tab: "history" }) : restore(p, v)) },
+            el("button", { type: "button", title: "Put this directory back as it was after this version", onclick: () => (fixed(p) ? go({ file: v.new_path || v.path, tab: "history" }) : restore(p, v)) },
               el("div", { class: "v-head" }, el("span", { class: "v-seq" }, "#" + v.seq), when(v.time)),
               el("div", { class: "v-what" }, el("span", { class: "actor" }, v.actor), " · ", describe(v))),
           ),
         ),
       );
     }
-    versions.replaceChildren(vs.length ? ol : el("p", { class: "empty" }, "No changes recorded."), vs.length && !state.session.read_only ? el("p", { class: "note" }, "Choose a change to put the directory back as it was after it.") : "");
+    versions.replaceChildren(vs.length ? ol : el("p", { class: "empty" }, "No changes recorded."), vs.length && !fixed(p) ? el("p", { class: "note" }, "Choose a change to put the directory back as it was after it.") : "");
   } catch (err) {
     versions.replaceChildren(el("p", { class: "note" }, err.message));
   }
@@ -926,7 +932,7 @@ document.addEventListener("keydown", (e) => {
     e.preventDefault();
     $("search").focus();
     $("search").select();
-  } else if (e.key === "e" && state.view && state.view.kind === "file" && !state.session.read_only && $("edit")) {
+  } else if (e.key === "e" && state.view && state.view.kind === "file" && !fixed(state.view.path) && $("edit")) {
     e.preventDefault();
     go({ file: state.view.path, tab: "edit" });
   } else if (e.key === "g") {
