@@ -258,6 +258,9 @@ func printLog(w io.Writer, vs []vfs.Version) {
 		if v.Interrupted {
 			change += " [interrupted: the rest of this change did not happen]"
 		}
+		if v.Client != nil {
+			change += " [via " + shown(v.Client.String()) + "]"
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Seq, v.Time.UTC().Format(time.RFC3339), shown(v.Actor), shown(v.Command), change)
 	}
 	tw.Flush()

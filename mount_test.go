@@ -85,6 +85,14 @@ func TestMountsEndToEnd(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(mainDir, "notes.md")); err != nil {
 				t.Errorf("the main store's file is not on disk: %v", err)
 			}
+			// Provenance: log names the client the change came through.
+			cs.Close()
+			cmd := exec.Command(binary, "log", "-root", mainDir)
+			cmd.Env = testEnv(t)
+			out, err := cmd.CombinedOutput()
+			if want := "created /memories/notes.md (5 bytes) [via e2e 1 (" + transport + ")]"; err != nil || !strings.Contains(string(out), want) {
+				t.Errorf("log does not show %q (%v):\n%s", want, err, out)
+			}
 		})
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -57,6 +60,7 @@ type Server struct {
 	authFailures   zerolog.Logger                // sampled: a flood of bad tokens writes a few lines a second
 	ui             atomic.Pointer[webui.Handler] // the web page, when ServeHTTP serves it
 	notify         *notifier                     // resource notifications
+	transport      atomic.Value                  // "stdio", "http" or "sse": what the versions record
 }
 
 // How the server names itself to clients.
@@ -217,11 +221,12 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 		}
 		log := s.log
 		actor := vfs.ActorLocal
+		client := s.client(ctx)
 		if t := tenantFrom(ctx); t != nil {
 			log = log.With().Str("tenant", t.Name).Logger()
-			actor = t.Name
+			actor, client.Tenant = t.Name, t.Name
 		}
-		ctx = vfs.WithActor(ctx, actor)
+		ctx = vfs.WithClient(vfs.WithActor(ctx, actor), client)
 		res := s.call(ctx, command, cmd, args)
 		d := time.Since(start)
 		c := describeCall(tool, cmd, args, res, d)
@@ -232,6 +237,35 @@ func (s *Server) toolHandler(tool, command string) mcpserver.ToolHandlerFunc {
 		}
 		return mcp.NewToolResultText(res.Text), nil
 	}
+}
+
+// client says which MCP client a call came from, for the versions it makes: the name and
+// version the request's _meta gives, else the session's initialize, cut to printable
+// labels (the client chose them).
+func (s *Server) client(ctx context.Context) vfs.Client {
+	var info mcp.Implementation
+	if p := mcpserver.RequestProtocolInfoFromContext(ctx); p != nil && p.ClientInfo != nil {
+		info = *p.ClientInfo
+	} else if cs, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
+		info = cs.GetClientInfo()
+	}
+	transport, _ := s.transport.Load().(string)
+	return vfs.Client{Name: label(info.Name), Version: label(info.Version), Transport: transport}
+}
+
+// label is a client-given name kept printable and short.
+func label(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, s)
+	for len(s) > 64 {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
+	}
+	return strings.TrimSpace(s)
 }
 
 // call runs the command on the request's memory. The handlers turn every failure, a panic

@@ -36,6 +36,7 @@ const lineHead = 64 << 10
 // unanswered. One goroutine reads; each request runs on one of at most maxStdioRequests
 // workers; notifications are handled in order as they are read.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, maxLine int64) error {
+	s.transport.Store("stdio")
 	sess := &stdioSession{notifications: make(chan mcp.JSONRPCNotification, 100)}
 	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
 		return err

@@ -64,6 +64,7 @@ const maxConns = 1024
 // ServeHTTP serves until ctx is cancelled, then stops accepting connections, lets running
 // calls finish (at most ShutdownTimeout), closes the remaining streams and returns nil.
 func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
+	s.transport.Store(opts.Transport)
 	if opts.Limits == (Limits{}) {
 		opts.Limits = DefaultLimits()
 	}

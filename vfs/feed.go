@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -90,6 +91,47 @@ const (
 )
 
 type actorKey struct{}
+
+// Client is the MCP client a change came through, recorded with its versions besides the
+// actor: the name and version it gave (in initialize, or a request's _meta), the tenant,
+// and the transport (stdio, http or sse).
+type Client struct {
+	Name      string `json:"name,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
+	Transport string `json:"transport,omitempty"`
+}
+
+// String is the client as log shows it: "claude-code 2.1 (http, tenant alice)".
+func (c *Client) String() string {
+	if c == nil {
+		return ""
+	}
+	s := strings.TrimSpace(c.Name + " " + c.Version)
+	var how []string
+	for _, x := range []struct{ k, v string }{{"", c.Transport}, {"tenant ", c.Tenant}} {
+		if x.v != "" {
+			how = append(how, x.k+x.v)
+		}
+	}
+	if len(how) > 0 {
+		s = strings.TrimSpace(s + " (" + strings.Join(how, ", ") + ")")
+	}
+	return s
+}
+
+type clientKey struct{}
+
+// WithClient returns ctx carrying the MCP client that makes the changes.
+func WithClient(ctx context.Context, c Client) context.Context {
+	return context.WithValue(ctx, clientKey{}, &c)
+}
+
+// ClientOf returns the client ctx carries (nil when none: not through MCP).
+func ClientOf(ctx context.Context) *Client {
+	c, _ := ctx.Value(clientKey{}).(*Client)
+	return c
+}
 
 // WithActor returns ctx carrying who makes the changes: a tenant's name, or one of the
 // Actor constants.

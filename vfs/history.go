@@ -19,11 +19,12 @@ import (
 
 // Version is what one change did to one file.
 type Version struct {
-	Seq     uint64     `json:"seq"`     // the transaction's number, store-wide, from 1
-	Time    time.Time  `json:"time"`    // when the transaction wrote it
-	Actor   string     `json:"actor"`   // see WithActor
-	Command string     `json:"command"` // the command that made the change
-	Kind    ChangeKind `json:"kind"`    // Created, Modified, Deleted or Moved
+	Seq     uint64     `json:"seq"`              // the transaction's number, store-wide, from 1
+	Time    time.Time  `json:"time"`             // when the transaction wrote it
+	Actor   string     `json:"actor"`            // see WithActor
+	Command string     `json:"command"`          // the command that made the change
+	Client  *Client    `json:"client,omitempty"` // the MCP client it came through (see WithClient)
+	Kind    ChangeKind `json:"kind"`             // Created, Modified, Deleted or Moved
 	// Path is the file's virtual path; for a move, where it was before.
 	Path string `json:"path"`
 	// NewPath is, for a move, where the file went.

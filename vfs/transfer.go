@@ -333,6 +333,13 @@ func checkVersions(vs []Version) error {
 				return bad("actor and command must be printable text of 1 to %d bytes", maxLabelBytes)
 			}
 		}
+		if c := v.Client; c != nil {
+			for _, label := range []string{c.Name, c.Version, c.Tenant, c.Transport} {
+				if label != "" && !printableLabel(label) {
+					return bad("the client's name, version, tenant and transport must be printable text of up to %d bytes", maxLabelBytes)
+				}
+			}
+		}
 		if v.Redacted != nil && !printableLabel(v.Redacted.By) {
 			return bad("redacted.by must be printable text of 1 to %d bytes", maxLabelBytes)
 		}

@@ -127,7 +127,7 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 // record announces to the history the versions the next operation makes.
 func (tx *Tx) record(vs ...Version) error {
 	for i := range vs {
-		vs[i].Actor, vs[i].Command = tx.actor, tx.command
+		vs[i].Actor, vs[i].Command, vs[i].Client = tx.actor, tx.command, ClientOf(tx.ctx)
 	}
 	return tx.hist.Record(tx.ctx, vs)
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -76,13 +77,17 @@ func (h *pgHistory) insert(ctx context.Context, v *vfs.Version) (int64, error) {
 	if v.Redacted != nil {
 		redactedBy, redactedTime, redactedNs = &v.Redacted.By, &v.Redacted.Time, v.Redacted.Time.Nanosecond()%1000
 	}
+	var client []byte
+	if v.Client != nil {
+		client, _ = json.Marshal(v.Client)
+	}
 	var id int64
 	err := h.tx.tx.QueryRow(ctx, `INSERT INTO memory_mcp_versions
 		(store, seq, time, time_ns, actor, command, kind, path, new_path, size, sha256, prev_size, prev,
-		redacted_by, redacted_time, redacted_ns, prev_redacted)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id`,
+		redacted_by, redacted_time, redacted_ns, prev_redacted, client)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id`,
 		h.tx.s.id, int64(v.Seq), v.Time, v.Time.Nanosecond()%1000, v.Actor, v.Command, string(v.Kind), v.Path, v.NewPath,
-		v.Size, digestArg(v.SHA256), v.PrevSize, digestArg(v.Prev), redactedBy, redactedTime, redactedNs, v.PrevRedacted).Scan(&id)
+		v.Size, digestArg(v.SHA256), v.PrevSize, digestArg(v.Prev), redactedBy, redactedTime, redactedNs, v.PrevRedacted, client).Scan(&id)
 	return id, pgErr(ctx, err)
 }
 
@@ -133,7 +138,7 @@ func (h *pgHistory) Versions(ctx context.Context) ([]vfs.Version, error) {
 
 func (h *pgHistory) versions(ctx context.Context) ([]vfs.Version, []int64, error) {
 	rows, err := h.tx.tx.Query(ctx, `SELECT id, seq, time, time_ns, actor, command, kind, path, new_path, size, sha256, prev_size, prev,
-		redacted_by, redacted_time, redacted_ns, prev_redacted FROM memory_mcp_versions WHERE store = $1 ORDER BY seq, id`, h.tx.s.id)
+		redacted_by, redacted_time, redacted_ns, prev_redacted, client FROM memory_mcp_versions WHERE store = $1 ORDER BY seq, id`, h.tx.s.id)
 	if err != nil {
 		return nil, nil, pgErr(ctx, err)
 	}
@@ -151,10 +156,17 @@ func (h *pgHistory) versions(ctx context.Context) ([]vfs.Version, []int64, error
 			redactedBy   *string
 			redactedTime *time.Time
 			ns, rns      int
+			client       []byte
 		)
 		if err := rows.Scan(&id, &seq, &v.Time, &ns, &v.Actor, &v.Command, &kind, &v.Path, &v.NewPath, &v.Size, &sum, &v.PrevSize, &prev,
-			&redactedBy, &redactedTime, &rns, &v.PrevRedacted); err != nil {
+			&redactedBy, &redactedTime, &rns, &v.PrevRedacted, &client); err != nil {
 			return nil, nil, err
+		}
+		if client != nil {
+			v.Client = &vfs.Client{}
+			if err := json.Unmarshal(client, v.Client); err != nil {
+				return nil, nil, err
+			}
 		}
 		v.Seq, v.Kind, v.Time = uint64(seq), vfs.ChangeKind(kind), v.Time.UTC().Add(time.Duration(ns))
 		copy(v.SHA256[:], sum)

@@ -13,6 +13,13 @@ const ROOT = "/memories";
 const mountAt = (p) => (state.session.mounts || []).find((m) => m.path === p);
 const fixed = (p) =>
   state.session.read_only || (state.session.mounts || []).some((m) => m.read_only && (p === m.path || p.startsWith(m.path + "/")));
+// via names the MCP client a version came through, if it came through one.
+const via = (v) => {
+  const c = v.client;
+  if (!c) return "";
+  const how = [c.transport, c.tenant && "tenant " + c.tenant].filter(Boolean).join(", ");
+  return " · via " + [c.name, c.version].filter(Boolean).join(" ") + (how ? ` (${how})` : "");
+};
 
 const state = {
   session: null, // {memory, read_only, mounts, history, csrf, max_file_bytes}
@@ -630,7 +637,7 @@ async function showTimeline(p, head) {
           "button",
           { type: "button", onclick: () => select(v) },
           el("div", { class: "v-head" }, el("span", { class: "v-seq" }, "#" + v.seq), when(v.time)),
-          el("div", { class: "v-what" }, el("span", { class: "actor" }, v.actor), " · ", v.command || "change", " · ", describe(v), v.redacted ? " · redacted" : ""),
+          el("div", { class: "v-what" }, el("span", { class: "actor" }, v.actor), " · ", v.command || "change", " · ", describe(v), v.redacted ? " · redacted" : "", via(v)),
         ),
       ),
     );
@@ -668,7 +675,7 @@ async function showVersion(p, v, versions, detail) {
   }
   detail.replaceChildren(
     el("div", { class: "title-row" }, el("h2", {}, `Version #${v.seq}`), actions),
-    el("p", { class: "facts" }, `${new Date(v.time).toLocaleString()} by ${v.actor} (${v.command || "change"}): ${describe(v)}`),
+    el("p", { class: "facts" }, `${new Date(v.time).toLocaleString()} by ${v.actor} (${v.command || "change"}): ${describe(v)}${via(v)}`),
     el("div", { class: "compare" }, el("label", { for: "compare" }, "Changes against"), compare),
     diffBox,
   );
@@ -767,7 +774,7 @@ async function showDir(p) {
             { class: "v-row" },
             el("button", { type: "button", title: "Put this directory back as it was after this version", onclick: () => (fixed(p) ? go({ file: v.new_path || v.path, tab: "history" }) : restore(p, v)) },
               el("div", { class: "v-head" }, el("span", { class: "v-seq" }, "#" + v.seq), when(v.time)),
-              el("div", { class: "v-what" }, el("span", { class: "actor" }, v.actor), " · ", describe(v))),
+              el("div", { class: "v-what" }, el("span", { class: "actor" }, v.actor), " · ", describe(v), via(v))),
           ),
         ),
       );
