@@ -4,10 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // mountDirs makes a main store's directory and a team directory with two files.
@@ -164,5 +168,92 @@ func TestTenantsShareAReadOnlyMount(t *testing.T) {
 	}
 	if hashTree(t, filepath.Join(ts.root, "alice")) != aliceBefore {
 		t.Error("alice's memory changed")
+	}
+}
+
+// The same memory on two machines: two processes with main stores of their own and one
+// PostgreSQL store mounted as /memories/me. A change through either is seen at once
+// through the other and notified to its subscribers; with the database stopped, calls
+// under the mount fail with the storage message while the main stores keep serving.
+func TestPostgresSharedMount(t *testing.T) {
+	db := vfstest.NewPostgresCluster(t)
+	store := vfstest.UniqueName(t)
+	args := func() []string {
+		return []string{"-root", filepath.Join(t.TempDir(), "main"), "-dsn", db.DSN, "-mount", "me=postgres:" + store, "-call-timeout", "3s"}
+	}
+	a, b := startHTTP(t, "http", args()...), startHTTP(t, "http", args()...)
+	ca := connect(t, &mcp.StreamableClientTransport{Endpoint: a.url + "/mcp", MaxRetries: -1}, "")
+	n := newNotes()
+	cb, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, n.options()).
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.url + "/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	const uri = "memory:///memories/me/prefs.md"
+	if err := cb.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.ListResources(t.Context(), nil); err != nil { // the watch is in place once listed
+		t.Fatal(err)
+	}
+	if out, isErr := callText(t, ca, "memory_create", map[string]any{"path": "/memories/me/prefs.md", "file_text": "Prefers tabs.\n"}); isErr {
+		t.Fatal(out)
+	}
+	if out, _ := callText(t, cb, "memory_view", map[string]any{"path": "/memories/me/prefs.md"}); out != "Here's the content of /memories/me/prefs.md with line numbers:\n     1\tPrefers tabs.\n     2\t" {
+		t.Errorf("the other process sees %q", out)
+	}
+	n.waitListChanged(t, "a create in the shared mount through the other process")
+	if out, isErr := callText(t, ca, "memory_str_replace", map[string]any{"path": "/memories/me/prefs.md", "old_str": "tabs", "new_str": "spaces"}); isErr {
+		t.Fatal(out)
+	}
+	n.waitUpdated(t, uri, "a str_replace in the shared mount through the other process")
+	res, err := cb.ListResources(t.Context(), nil)
+	if err != nil || len(res.Resources) != 1 || res.Resources[0].URI != uri {
+		t.Errorf("resources of the other process: %+v, %v", res, err)
+	}
+
+	db.Stop(t, "fast")
+	failed := regexp.MustCompile(`^Error: Could not (view|create) /memories/me/\S+: (storage unavailable|the storage did not answer in time, try again)$`)
+	for _, cs := range []*mcp.ClientSession{ca, cb} {
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"memory_view", map[string]any{"path": "/memories/me/prefs.md"}},
+			{"memory_create", map[string]any{"path": "/memories/me/offline.md", "file_text": "x"}},
+		} {
+			start := time.Now()
+			out, isErr := callText(t, cs, c.tool, c.args)
+			if !isErr || !failed.MatchString(out) {
+				t.Errorf("%s %v with the database down: %q", c.tool, c.args, out)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("%s took %v, past its 3 s deadline", c.tool, took)
+			}
+		}
+		if out, isErr := callText(t, cs, "memory_create", map[string]any{"path": "/memories/local.md", "file_text": "kept here\n"}); isErr {
+			t.Errorf("the main store with the database down: %q", out)
+		}
+		if out, isErr := callText(t, cs, "memory_view", map[string]any{"path": "/memories"}); isErr || !strings.Contains(out, "/memories/local.md") {
+			t.Errorf("view /memories with the database down: %q", out)
+		}
+	}
+	db.Start(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, isErr := callText(t, cb, "memory_view", map[string]any{"path": "/memories/me/prefs.md"})
+		if !isErr && strings.Contains(out, "Prefers spaces.") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mount did not serve again once the database was back: %q", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd := exec.Command(binary, "log", "-root", filepath.Join(t.TempDir(), "other"), "-dsn", db.DSN, "-mount", "me=postgres:"+store, "/memories/me")
+	cmd.Env = testEnv(t)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "modified /memories/me/prefs.md (16 bytes) [via e2e 1 (http)]") {
+		t.Errorf("log of the shared mount (%v):\n%s", err, out)
 	}
 }
