@@ -24,7 +24,7 @@ type subcommand struct {
 }
 
 // storeFlags choose the memory a subcommand works on.
-var storeFlags = []string{"root", "backend", "lower", "dsn", "store", "tenants", "tenant", "read-only"}
+var storeFlags = []string{"root", "backend", "lower", "dsn", "store", "mount", "mount-ro", "tenants", "tenant", "read-only"}
 
 var subcommands = map[string]subcommand{
 	"exec": {"exec JSON|-", "Runs one memory_20250818 input (JSON, or - to read it from stdin) on the memory and prints the result; the exit status is 1 for an error result.",
@@ -34,8 +34,8 @@ var subcommands = map[string]subcommand{
 	"token": {"token [NAME]", "Prints a new bearer token and the tenants-file entry that admits it (only the entry goes on the server).", nil},
 	"migrate": {"migrate", "Brings a PostgreSQL database's schema up to date (the server does so at start unless -migrate=false).",
 		[]string{"backend", "dsn"}},
-	"export": {"export [-no-history] [FILE]", "Writes the store (its files and, unless -no-history, its history) as a tar stream to FILE, or stdout.", storeFlags},
-	"import": {"import [FILE]", "Reads a stream that export wrote (from FILE, or stdin) into an empty store of any backend: all of it or nothing, held to the limits and the secret guard.",
+	"export": {"export [-no-history] [-of MOUNT] [FILE]", "Writes the store (its files and, unless -no-history, its history) as a tar stream to FILE, or stdout.", storeFlags},
+	"import": {"import [-of MOUNT] [FILE]", "Reads a stream that export wrote (from FILE, or stdin) into an empty store of any backend: all of it or nothing, held to the limits and the secret guard.",
 		append(slices.Clone(storeFlags), "max-file-bytes", "max-store-bytes", "secrets")},
 	"log":  {"log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]", "Prints the history of changes, newest first, of the memory or of PATH (a file, followed back through renames, or a directory).", storeFlags},
 	"show": {"show PATH@SEQ", "Prints the content PATH had after version SEQ (see log for the numbers).", storeFlags},

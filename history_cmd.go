@@ -27,6 +27,7 @@ type subFlags struct {
 	n                       int
 	json                    bool
 	noHistory               bool
+	mount                   string // export and import: the mount whose store, not the main one
 }
 
 // flags returns the flag set of subcommand cmd, bound to f.
@@ -44,6 +45,9 @@ func (f *subFlags) flags(cmd string) *flag.FlagSet {
 		fs.StringVar(&f.at, "at", "", "restore as it was at this time, rather than PATH@SEQ: RFC 3339 (2026-11-22T09:00:00Z) or a duration ago (10m)")
 	case "export":
 		fs.BoolVar(&f.noHistory, "no-history", false, "leave the history out: only the files")
+	}
+	if cmd == "export" || cmd == "import" {
+		fs.StringVar(&f.mount, "of", "", "the store mounted at /memories/MOUNT (see -mount), rather than the main store")
 	}
 	return fs
 }

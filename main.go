@@ -201,6 +201,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		defer store.Close()
 		if transferCommands[rest[0]] {
+			if i := slices.IndexFunc(mounted.mounts, func(m handlers.Mount) bool { return m.Name == c.sub.mount }); i >= 0 {
+				h, store, where = mounted.mounts[i].Memory, mounted.stores[i], "the store mounted at /memories/"+c.sub.mount
+			}
 			return runTransfer(ctx, c, h, store, where, rest, stdin, stdout, stderr)
 		}
 		specs = nil

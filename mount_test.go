@@ -257,3 +257,41 @@ func TestPostgresSharedMount(t *testing.T) {
 		t.Errorf("log of the shared mount (%v):\n%s", err, out)
 	}
 }
+
+// export and import take a mount by name; log, show and restore take a path under it.
+func TestMountHistoryCommands(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(binary, args...)
+		cmd.Env = testEnv(t)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	a := []string{"-root", filepath.Join(dir, "a"), "-mount", "me=" + filepath.Join(dir, "me")}
+	run(append(a, "exec", `{"command":"create","path":"/memories/me/a.md","file_text":"one\n"}`)...)
+	run(append(a, "exec", `{"command":"str_replace","path":"/memories/me/a.md","old_str":"one","new_str":"two"}`)...)
+	if out := run(append(a, "show", "/memories/me/a.md@1")...); out != "one\n" {
+		t.Errorf("show under the mount: %q", out)
+	}
+	if out := run(append(a, "restore", "/memories/me/a.md@1")...); !strings.Contains(out, "/memories/me/a.md") {
+		t.Errorf("restore under the mount: %q", out)
+	}
+	run(append(a, "export", "-of", "me", filepath.Join(dir, "me.tar"))...)
+	b := []string{"-root", filepath.Join(dir, "b"), "-mount", "you=" + filepath.Join(dir, "you")}
+	if out := run(append(b, "import", "-of", "you", filepath.Join(dir, "me.tar"))...); !strings.Contains(out, "Imported 1 files, 3 versions") {
+		t.Errorf("import into a mount: %q", out)
+	}
+	if out := run(append(b, "log", "/memories/you/a.md")...); strings.Count(out, "/memories/you/a.md") != 3 {
+		t.Errorf("log of the imported mount:\n%s", out)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "you", "a.md")); err != nil || string(data) != "one\n" {
+		t.Errorf("the imported file: %q, %v", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b", "a.md")); err == nil {
+		t.Error("the import went to the main store")
+	}
+}

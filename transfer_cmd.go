@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -17,10 +18,14 @@ func (c *config) validateTransfer(rest []string) error {
 	switch {
 	case len(rest) > 2:
 		return usageError{rest[0] + " takes at most one FILE (without it, " + map[string]string{"export": "standard output", "import": "standard input"}[rest[0]] + ")"}
-	case c.backend == "memory":
+	case c.sub.mount != "" && !slices.ContainsFunc(c.mounts, func(m mountSpec) bool { return m.name == c.sub.mount }):
+		return usageError{fmt.Sprintf("%s -of %s: no mount of that name (give it with -mount or -mount-ro)", rest[0], c.sub.mount)}
+	case c.sub.mount == "" && c.backend == "memory", c.sub.mount != "" && c.mountKind(c.sub.mount) == "memory":
 		return usageError{rest[0] + " works on a store that outlives its process: use -backend os, overlay or postgres"}
 	case rest[0] == "import" && c.readOnly:
 		return usageError{"import writes the store: drop -read-only"}
+	case rest[0] == "import" && c.sub.mount != "" && slices.ContainsFunc(c.mounts, func(m mountSpec) bool { return m.name == c.sub.mount && m.readOnly }):
+		return usageError{"import writes the store: mount it with -mount, not -mount-ro"}
 	}
 	return nil
 }
@@ -69,4 +74,15 @@ func runTransfer(ctx context.Context, c *config, h *handlers.Memory, store *vfs.
 		return 1
 	}
 	return 0
+}
+
+// mountKind is the backend of the mount name ("" when there is none).
+func (c *config) mountKind(name string) string {
+	for _, m := range c.mounts {
+		if m.name == name {
+			kind, _ := m.kind()
+			return kind
+		}
+	}
+	return ""
 }
