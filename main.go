@@ -128,18 +128,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	mounted := &openedMounts{}
 	defer mounted.close()
-	open := func(sub string, readOnly bool) (*handlers.Memory, *vfs.Store, string, error) {
+	// open opens the memory of a storage directory (a tenant's, or "" for the server's)
+	// with the mounts of the flags and more; with plain, without any (a tenant's mount).
+	open := func(sub string, readOnly, plain bool, more ...handlers.Mount) (*handlers.Memory, *vfs.Store, string, error) {
 		readOnly = readOnly || c.readOnly
 		store, where, err := openStore(c, sub, readOnly, getenv)
 		if err != nil {
 			return nil, nil, "", err
 		}
-		h, err := memoryOf(store, c.backend == "memory", readOnly, handlers.WithMounts(mounted.mounts...))
+		mounts := append(slices.Clone(mounted.mounts), more...)
+		if plain {
+			mounts = nil
+		}
+		seen := map[string]bool{}
+		for _, m := range mounts {
+			if seen[m.Name] {
+				store.Close()
+				return nil, nil, "", fmt.Errorf("two mounts named %s (the flags' and the tenants file's)", m.Name)
+			}
+			seen[m.Name] = true
+		}
+		h, err := memoryOf(store, c.backend == "memory", readOnly, handlers.WithMounts(mounts...))
 		if err != nil {
 			store.Close()
 			return nil, nil, "", err
 		}
-		if len(mounted.mounts) > 0 {
+		if len(mounts) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := h.CheckMounts(ctx); err != nil {
@@ -194,7 +208,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			sub, readOnly = specs[i].Dir, readOnly || specs[i].ReadOnly
 		}
 		var store *vfs.Store
-		h, store, where, err = open(sub, readOnly)
+		var more []handlers.Mount
+		if c.tenant != "" {
+			i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
+			for _, m := range specs[i].Mounts {
+				mh, ms, _, err := open(m.Dir, readOnly || m.ReadOnly, true)
+				if err != nil {
+					fmt.Fprintf(stderr, "memory-mcp: cannot open the store mounted at /memories/%s: %v\n", m.Name, err)
+					return 1
+				}
+				defer ms.Close()
+				more = append(more, handlers.Mount{Name: m.Name, Memory: mh})
+			}
+		}
+		h, store, where, err = open(sub, readOnly, false, more...)
 		if err != nil {
 			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
 			return 1
@@ -210,7 +237,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	} else if specs == nil {
 		var store *vfs.Store
 		var err error
-		h, store, where, err = open("", false)
+		h, store, where, err = open("", false, false)
 		if err != nil {
 			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
 			return 1
@@ -219,7 +246,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		prepare(store, where)
 		expiry = append(expiry, server.ExpiryTarget{Store: store})
 	}
-	ts := &tenantSet{open: open, prepare: prepare, stores: map[string]openedTenant{}}
+	ts := &tenantSet{open: open, prepare: prepare, stores: map[string]openedTenant{}, mounts: map[string]openedTenant{}, flagMounts: len(mounted.mounts)}
 	defer ts.close()
 	if specs != nil {
 		if err := ts.load(specs); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/memory-mcp/memory-mcp/server"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -293,5 +295,53 @@ func TestMountHistoryCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "b", "a.md")); err == nil {
 		t.Error("the import went to the main store")
+	}
+}
+
+// The tenants file gives a tenant mounts of its own: a store of the storage shared with
+// another tenant (read-only for one of them); a mount of another tenant's memory is
+// refused at start.
+func TestTenantsFileMounts(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "store")
+	for _, d := range []string{"alice", "bob", "shared"} {
+		os.MkdirAll(filepath.Join(root, d), 0o700)
+	}
+	os.WriteFile(filepath.Join(root, "shared", "plan.md"), []byte("plan\n"), 0o600)
+	aliceTok, aliceSHA := server.NewToken()
+	bobTok, bobSHA := server.NewToken()
+	write := func(specs []server.TenantSpec) string {
+		data, _ := json.Marshal(map[string]any{"tenants": specs})
+		file := filepath.Join(t.TempDir(), "tenants.json")
+		os.WriteFile(file, data, 0o600)
+		return file
+	}
+	file := write([]server.TenantSpec{
+		{Name: "alice", TokenSHA256: aliceSHA, Mounts: []server.TenantMount{{Name: "shared", Dir: "shared"}}},
+		{Name: "bob", TokenSHA256: bobSHA, Mounts: []server.TenantMount{{Name: "team", Dir: "shared", ReadOnly: true}}},
+	})
+	p := startHTTP(t, "http", "-root", root, "-tenants", file)
+	alice := tenantSession(t, "http", p.url, aliceTok, "")
+	bob := tenantSession(t, "http", p.url, bobTok, "")
+	if out, isErr := callText(t, alice, "memory_str_replace", map[string]any{"path": "/memories/shared/plan.md", "old_str": "plan", "new_str": "plan v2"}); isErr {
+		t.Fatalf("alice's change in her read-write mount: %s", out)
+	}
+	if out, _ := callText(t, bob, "memory_view", map[string]any{"path": "/memories/team/plan.md"}); !strings.Contains(out, "plan v2") {
+		t.Errorf("bob does not see alice's change in the shared store: %q", out)
+	}
+	if out, _ := callText(t, bob, "memory_create", map[string]any{"path": "/memories/team/x.md", "file_text": "x"}); out != "Error: The memory store at /memories/team is read-only" {
+		t.Errorf("bob's change in his read-only mount: %q", out)
+	}
+	if instr := bob.InitializeResult().Instructions; !strings.Contains(instr, "- /memories/team (read-only") {
+		t.Errorf("bob's instructions do not name his mount:\n%s", instr)
+	}
+
+	bad := write([]server.TenantSpec{
+		{Name: "alice", TokenSHA256: aliceSHA},
+		{Name: "bob", TokenSHA256: bobSHA, Mounts: []server.TenantMount{{Name: "peek", Dir: "alice", ReadOnly: true}}},
+	})
+	cmd := exec.Command(binary, "-transport", "http", "-addr", "127.0.0.1:0", "-root", root, "-tenants", bad)
+	cmd.Env = testEnv(t)
+	if out, err := cmd.CombinedOutput(); exitCode(err) != 2 || !strings.Contains(string(out), "is tenant alice's memory") {
+		t.Errorf("a mount of another tenant's memory: exit %v\n%s", err, out)
 	}
 }

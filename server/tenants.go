@@ -33,6 +33,18 @@ type TenantSpec struct {
 	Dir string `json:"dir,omitempty"`
 	// ReadOnly lists only view and refuses every change.
 	ReadOnly bool `json:"read_only,omitempty"`
+	// Mounts place other stores of the storage under the tenant's /memories (besides the
+	// mounts of the flags, which every tenant has).
+	Mounts []TenantMount `json:"mounts,omitempty"`
+}
+
+// TenantMount is one of a tenant's mounts: the store in the storage directory Dir (as a
+// tenant's dir), at /memories/Name. Several tenants may mount one store; none may mount a
+// tenant's own.
+type TenantMount struct {
+	Name     string `json:"name"`
+	Dir      string `json:"dir"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 var tenantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -102,6 +114,29 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 		}
 		dirs[key] = t.Name
 		dirsShown[key] = t.Dir
+		mountNames := map[string]bool{}
+		for j := range t.Mounts {
+			m := &t.Mounts[j]
+			if err := handlers.ValidMountName(m.Name); err != nil || mountNames[m.Name] {
+				return nil, fmt.Errorf("tenant %s: mount %d: a name of one path element, given once (%v)", t.Name, j+1, err)
+			}
+			mountNames[m.Name] = true
+			m.Dir = filepath.Clean(m.Dir)
+			if m.Dir == "." || !filepath.IsLocal(m.Dir) || slices.ContainsFunc(strings.Split(filepath.ToSlash(m.Dir), "/"), vfs.IsBookkeeping) {
+				return nil, fmt.Errorf("tenant %s: mount %s: dir %q must be a directory inside the storage, not the storage itself nor the server's own files", t.Name, m.Name, m.Dir)
+			}
+		}
+	}
+	// A mount never reaches a tenant's own memory: its directory is apart from every one.
+	for _, t := range file.Tenants {
+		for _, m := range t.Mounts {
+			key := dirKey(m.Dir)
+			for other, name := range dirs {
+				if key == other || strings.HasPrefix(key, other+"/") || strings.HasPrefix(other, key+"/") {
+					return nil, fmt.Errorf("tenant %s: mount %s: directory %q is tenant %s's memory or nests with it (%q): a mount needs a directory of its own", t.Name, m.Name, m.Dir, name, dirsShown[other])
+				}
+			}
+		}
 	}
 	return file.Tenants, nil
 }
