@@ -40,7 +40,7 @@ func TestMountsEndToEnd(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			mainDir, team := mountDirs(t)
 			before := hashTree(t, team)
-			args := []string{"-root", mainDir, "-mount", "me=memory:", "-mount-ro", "team=" + team, "-max-file-bytes", "64"}
+			args := []string{"-root", mainDir, "-mount", "me=memory:", "-mount-ro", "team=" + team, "-max-file-bytes", "64", "-max-store-bytes", "100"}
 			var cs *mcp.ClientSession
 			if transport == "stdio" {
 				cmd := exec.Command(binary, args...)
@@ -77,6 +77,11 @@ func TestMountsEndToEnd(t *testing.T) {
 				{"memory_rename", map[string]any{"old_path": "/memories/me", "new_path": "/memories/mine"}, "Error: /memories/me is a mounted memory store and cannot be deleted or moved", true},
 				{"memory_rename", map[string]any{"old_path": "/memories/notes.md", "new_path": "/memories/me"}, "Error: /memories/me is a mounted memory store and cannot be deleted or moved", true},
 				{"memory_rename", map[string]any{"old_path": "/memories/notes.md", "new_path": "/memories/me/notes.md"}, "Error: Cannot move /memories/notes.md to /memories/me/notes.md: they are in different memory stores. Create it at /memories/me/notes.md and delete /memories/notes.md instead", true},
+				// Limits per store: the mount's 100 bytes are its own, apart from the main store's.
+				{"memory_create", map[string]any{"path": "/memories/me/a.md", "file_text": strings.Repeat("a", 60)}, "File created successfully at: /memories/me/a.md", false},
+				{"memory_create", map[string]any{"path": "/memories/me/b.md", "file_text": strings.Repeat("b", 40)}, "Error: The memory store is full: this change would bring it to 106 bytes, over its limit of 100 bytes", true},
+				{"memory_create", map[string]any{"path": "/memories/b.md", "file_text": strings.Repeat("b", 40)}, "File created successfully at: /memories/b.md", false},
+				{"memory_delete", map[string]any{"path": "/memories/me/a.md"}, "Successfully deleted /memories/me/a.md", false},
 				{"memory_rename", map[string]any{"old_path": "/memories/me/prefs.md", "new_path": "/memories/me/p.md"}, "Successfully renamed /memories/me/prefs.md to /memories/me/p.md", false},
 				{"memory_delete", map[string]any{"path": "/memories/me/p.md"}, "Successfully deleted /memories/me/p.md", false},
 			} {

@@ -6,10 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // Every client configuration in the README is valid JSON, and each server entry it gives,
@@ -47,8 +50,15 @@ func TestReadmeClientConfigs(t *testing.T) {
 					t.Errorf("%s: command %q is not memory-mcp", name, e.Command)
 					continue
 				}
-				cmd := exec.Command(binary, e.Args...)
+				args := slices.Clone(e.Args)
+				for i, a := range args {
+					if strings.HasPrefix(a, "postgres://") {
+						args[i] = vfstest.PostgresDSN(t) // the recipe's hosted database: the test's
+					}
+				}
+				cmd := exec.Command(binary, args...)
 				cmd.Env = testEnv(t)
+				cmd.Dir = t.TempDir() // a relative -root is the project's
 				cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
 				tools, err := cs.ListTools(t.Context(), nil)
 				if err != nil || len(tools.Tools) != 6 {
