@@ -121,8 +121,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		if readOnly {
 			opts = append(opts, handlers.ReadOnly())
 		}
-		if c.secrets == "reject" {
-			opts = append(opts, handlers.RejectSecrets())
+		if c.secrets == "off" {
+			opts = append(opts, handlers.AllowSecrets())
 		}
 		return handlers.New(store, limits, append(opts, more...)...), nil
 	}

@@ -117,8 +117,11 @@ func ReadOnly() Option { return func(h *Memory) { h.readOnly = true } }
 
 // RejectSecrets refuses create, str_replace and insert when the file would then contain
 // what looks like a credential where the change put text, or when a path does; nothing is
-// written.
+// written. It is on by default, as in the command.
 func RejectSecrets() Option { return func(h *Memory) { h.rejectSecrets = true } }
+
+// AllowSecrets turns the secret guard off (the command's -secrets off).
+func AllowSecrets() Option { return func(h *Memory) { h.rejectSecrets = false } }
 
 // Timeout bounds every call: one that runs longer (waiting for the storage lock, or on a
 // slow disk) gives up with docs/behaviour.md §4's error and releases what it held. Default: DefaultTimeout.
@@ -144,7 +147,7 @@ func New(store *vfs.Store, limits Limits, opts ...Option) *Memory {
 	if limits.MaxStoreBytes <= 0 {
 		limits.MaxStoreBytes = def.MaxStoreBytes
 	}
-	h := &Memory{store: store, limits: limits, readOnly: store.ReadOnly(), timeout: DefaultTimeout}
+	h := &Memory{store: store, limits: limits, readOnly: store.ReadOnly(), rejectSecrets: true, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(h)
 	}

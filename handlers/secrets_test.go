@@ -99,7 +99,7 @@ func TestSecretGuard(t *testing.T) {
 		}
 	}
 	// With the guard off, a credential is stored like any text.
-	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
+	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.AllowSecrets())
 	if res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/x.md", "file_text": rsa}); res.IsError {
 		t.Errorf("guard off: %s", res.Text)
 	}
