@@ -278,12 +278,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer func() { stopExpiry(); <-done }()
 	}
 
-	instructions := server.DefaultInstructions(c.tools)
-	switch c.instructions {
-	case "":
-	case "none":
-		instructions = ""
-	default:
+	instructions := ""
+	if c.instructions != "" && c.instructions != "none" {
 		data, err := os.ReadFile(c.instructions)
 		if err != nil {
 			fmt.Fprintf(stderr, "memory-mcp: cannot read -instructions: %v\n", err)
@@ -291,7 +287,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		instructions = string(data)
 	}
-	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, Version: buildVersion(), Logger: log, Tenants: ts.tenants()})
+	srv := server.New(h, server.Config{Tools: c.tools, Instructions: instructions, NoInstructions: c.instructions == "none", Version: buildVersion(), Logger: log, Tenants: ts.tenants()})
 	if c.tenants != "" {
 		// SIGHUP reloads the tenants file: new tenants are admitted, removed ones refused,
 		// rotated tokens take effect; a file with a mistake changes nothing.

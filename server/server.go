@@ -30,9 +30,12 @@ const (
 type Config struct {
 	// Tools is ToolsSplit (the default) or ToolsSingle.
 	Tools string
-	// Instructions is sent as the server's instructions; "" sends none. The memory_protocol
-	// prompt carries Instructions, or DefaultInstructions when it is "".
+	// Instructions is sent as the server's instructions, and carried by the memory_protocol
+	// prompt; "" means DefaultInstructions, as in the command.
 	Instructions string
+	// NoInstructions sends no instructions (the command's -instructions none); the prompt
+	// still carries them.
+	NoInstructions bool
 	// Version is reported as the server's version.
 	Version string
 	// Logger receives one line per tool call and the SDK's own warnings. Contents of memory
@@ -125,7 +128,10 @@ func New(h *handlers.Memory, cfg Config) *Server {
 		mcpserver.WithTitle(serverTitle),
 		mcpserver.WithDescription(serverDescription),
 	}
-	if cfg.Instructions != "" {
+	if cfg.Instructions == "" {
+		cfg.Instructions = DefaultInstructions(cfg.Tools)
+	}
+	if !cfg.NoInstructions {
 		opts = append(opts, mcpserver.WithInstructions(cfg.Instructions))
 	}
 	s.mcp = mcpserver.NewMCPServer(serverName, cfg.Version, opts...)
@@ -137,11 +143,7 @@ func New(h *handlers.Memory, cfg Config) *Server {
 	for _, d := range defs {
 		s.mcp.AddTool(d.tool, s.toolHandler(d.tool.Name, d.command))
 	}
-	text := cfg.Instructions
-	if text == "" {
-		text = DefaultInstructions(cfg.Tools)
-	}
-	s.mcp.AddPrompt(protocolPrompt(text))
+	s.mcp.AddPrompt(protocolPrompt(cfg.Instructions))
 	s.mcp.AddResourceTemplate(resourcesTemplate(), s.readResource)
 	return s
 }
@@ -449,10 +451,14 @@ func (s *Server) startUI(opts HTTPOptions) {
 	}
 	ui := webui.New(cfg)
 	s.ui.Store(ui)
+	host := "HOST"
+	if opts.Listener != nil {
+		host = opts.Listener.Addr().String()
+	}
 	if !s.hasTenants {
-		s.log.Info().Str("url", "http://"+opts.Listener.Addr().String()+ui.LoginLink("", false)).
+		s.log.Info().Str("url", "http://"+host+ui.LoginLink("", false)).
 			Msg("web page: open this link to log in (it works while the server runs)")
 	} else {
-		s.log.Info().Str("url", "http://"+opts.Listener.Addr().String()+webui.Prefix).Msg("web page: tenants log in with their token")
+		s.log.Info().Str("url", "http://"+host+webui.Prefix).Msg("web page: tenants log in with their token")
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memory-mcp/memory-mcp/memorytest"
+	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -195,9 +198,17 @@ func call(t testing.TB, c *client.Client, name string, args map[string]any) (str
 }
 
 // Argument problems are tool results naming the argument, never JSON-RPC errors; both modes
-// give the handlers' strings.
+// give the handlers' strings (through the official client, over memorytest's pipes).
 func TestCallsAndArgumentErrors(t *testing.T) {
-	_, c := newServer(t, server.ToolsSplit, nil)
+	split := memorytest.Start(t).Client
+	callSDK := func(cs *gosdk.ClientSession, tool string, args map[string]any) (string, bool) {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &gosdk.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s %v: %v", tool, args, err)
+		}
+		return res.Content[0].(*gosdk.TextContent).Text, res.IsError
+	}
 	for _, tt := range []struct {
 		tool    string
 		args    map[string]any
@@ -208,16 +219,16 @@ func TestCallsAndArgumentErrors(t *testing.T) {
 		{"memory_create", map[string]any{"path": "/memories/b.md"}, "Error: Missing required parameter `file_text`", true},
 		{"memory_insert", map[string]any{"path": "/memories/a.md", "insert_line": "one", "insert_text": "y"}, "Error: Parameter `insert_line` must be an integer", true},
 		{"memory_view", map[string]any{"path": "/memories/a.md", "view_range": []any{1, 2, 3}}, "Error: Invalid `view_range`. It should be a list of two integers.", true},
-		{"memory_view", nil, "Error: Missing required parameter `path`", true},
+		{"memory_view", map[string]any{}, "Error: Missing required parameter `path`", true},
 		{"memory_view", map[string]any{"path": "/etc/passwd"}, "Error: Path must be /memories or start with /memories/, got: /etc/passwd", true},
 	} {
-		got, isErr := call(t, c, tt.tool, tt.args)
+		got, isErr := callSDK(split, tt.tool, tt.args)
 		if got != tt.want || isErr != tt.isError {
 			t.Errorf("%s %v = %q (isError %v), want %q (isError %v)", tt.tool, tt.args, got, isErr, tt.want, tt.isError)
 		}
 	}
 
-	_, single := newServer(t, server.ToolsSingle, nil)
+	single := memorytest.Start(t, memorytest.Config{Server: server.Config{Tools: server.ToolsSingle}}).Client
 	for _, tt := range []struct {
 		args map[string]any
 		want string
@@ -226,7 +237,7 @@ func TestCallsAndArgumentErrors(t *testing.T) {
 		{map[string]any{"command": "bogus"}, "Error: Unknown command bogus. Use one of: view, create, str_replace, insert, delete, rename"},
 		{map[string]any{}, "Error: Missing required parameter `command`"},
 	} {
-		if got, _ := call(t, single, "memory", tt.args); got != tt.want {
+		if got, _ := callSDK(single, "memory", tt.args); got != tt.want {
 			t.Errorf("memory %v = %q, want %q", tt.args, got, tt.want)
 		}
 	}

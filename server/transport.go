@@ -18,12 +18,12 @@ const ShutdownTimeout = 5 * time.Second
 
 // HTTPOptions configure the HTTP transports.
 type HTTPOptions struct {
-	// Transport is "http" (Streamable HTTP at /mcp) or "sse" (the legacy HTTP+SSE transport
-	// at /sse and /message).
+	// Transport is "http" (Streamable HTTP at /mcp, the default) or "sse" (the legacy
+	// HTTP+SSE transport at /sse and /message).
 	Transport string
 	// Listener is where to serve; the server closes it.
 	Listener net.Listener
-	// MaxRequestBytes caps a request body; a larger one gets 413.
+	// MaxRequestBytes caps a request body; a larger one gets 413 (zero: 4 MiB).
 	MaxRequestBytes int64
 	// Limits bound the work and streams in flight (zero: DefaultLimits).
 	Limits Limits
@@ -64,88 +64,15 @@ const maxConns = 1024
 // ServeHTTP serves until ctx is cancelled, then stops accepting connections, lets running
 // calls finish (at most ShutdownTimeout), closes the remaining streams and returns nil.
 func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
-	s.transport.Store(opts.Transport)
-	if opts.Limits == (Limits{}) {
-		opts.Limits = DefaultLimits()
-	}
-	if opts.Sessions.Idle == 0 && opts.Sessions.Max == 0 {
-		key, store := opts.Sessions.Key, opts.Sessions.Store
-		opts.Sessions = DefaultSessionLimits()
-		opts.Sessions.Key, opts.Sessions.Store = key, store
-	}
-	if opts.Timeouts == (Timeouts{}) {
-		opts.Timeouts = DefaultTimeouts()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	sdkLog := slog.New(zerolog.NewSlogHandler(sdkLogger(s.log)))
 	conns := newConnTracker(maxConns)
 	httpServer := &http.Server{
-		ReadHeaderTimeout: opts.Timeouts.Header,
-		IdleTimeout:       opts.Timeouts.Idle,
-		MaxHeaderBytes:    64 << 10,
-		ConnState:         conns.track,
-		ErrorLog:          stdlog.New(sdkLogger(s.log).With().Str("component", "net/http").Logger(), "", 0),
+		MaxHeaderBytes: 64 << 10,
+		ConnState:      conns.track,
+		ErrorLog:       stdlog.New(sdkLogger(s.log).With().Str("component", "net/http").Logger(), "", 0),
 	}
-	mux := http.NewServeMux()
 	var closeStreams func()
-	sessions := newSessionTable(opts.Sessions, opts.Now)
-	switch opts.Transport {
-	case "sse":
-		sse := mcpserver.NewSSEServer(s.mcp,
-			mcpserver.WithSSEContextFunc(copyTenant),
-			mcpserver.WithUseFullURLForMessageEndpoint(false),
-			mcpserver.WithKeepAlive(true),
-			mcpserver.WithHTTPServer(httpServer))
-		mux.Handle("/sse", sse)
-		mux.Handle("/message", sse)
-		closeStreams = sse.CloseSessions
-	default:
-		streamable := mcpserver.NewStreamableHTTPServer(s.mcp,
-			mcpserver.WithHTTPContextFunc(copyTenant),
-			mcpserver.WithStreamableHTTPLogger(sdkLog),
-			mcpserver.WithStreamableHTTPServer(httpServer),
-			mcpserver.WithSessionIdManagerResolver(sessions),
-			mcpserver.WithDisableLocalhostProtection(true), // the gate checks Host, with -allowed-hosts
-			mcpserver.WithHeartbeatInterval(30*time.Second))
-		// Ending a session also releases what mcp-go keeps for it: the same as the
-		// client's DELETE, sent to mcp-go directly.
-		sessions.end = func(id string) {
-			r, _ := http.NewRequest(http.MethodDelete, "/mcp", nil)
-			r.Header.Set(mcpserver.HeaderKeySessionID, id)
-			streamable.ServeHTTP(&discardWriter{}, r)
-		}
-		mux.Handle("/mcp", streamable)
-		closeStreams = func() { streamable.CloseSessions(context.Background()) }
-		go func() {
-			every := min(max(opts.Sessions.Idle/4, time.Second), time.Minute)
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					sessions.sweep()
-				}
-			}
-		}()
-	}
-	if opts.UI {
-		s.startUI(opts)
-	}
-	g := &gate{
-		s: s, next: mux, opts: opts, sessions: sessions,
-		loopback: isLoopback(opts.Listener.Addr()),
-		budget:   newBudget(opts.Limits),
-		sse:      map[string]*sseStream{},
-		streams:  map[string]map[*context.CancelFunc]bool{},
-	}
-	httpServer.Handler = g
-	end := g.endStreams
-	s.tenantsRemoved.Store(&end)
-
+	httpServer.Handler, closeStreams = s.httpHandler(ctx, &opts, httpServer)
+	httpServer.ReadHeaderTimeout, httpServer.IdleTimeout = opts.Timeouts.Header, opts.Timeouts.Idle
 	done := make(chan error, 1)
 	go func() { done <- httpServer.Serve(opts.Listener) }()
 	select {
@@ -172,6 +99,109 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 		return err
 	}
 	return nil
+}
+
+// Handler returns the HTTP transport of opts (Streamable HTTP at /mcp, or SSE) with
+// everything ServeHTTP puts before it (origins, hosts, tokens, budgets and queue, sessions,
+// the web page) as an http.Handler, for an HTTP server of the caller's own or an httptest
+// server; its background work stops when ctx is done. With no opts.Listener it answers as a
+// loopback listener does: Hosts other than local ones and opts.AllowedHosts are refused.
+func (s *Server) Handler(ctx context.Context, opts HTTPOptions) http.Handler {
+	h, _ := s.httpHandler(ctx, &opts, nil)
+	return h
+}
+
+// httpHandler builds the handler of ServeHTTP and Handler, filling in opts' defaults; with
+// httpServer, mcp-go's transports know the server they run in.
+func (s *Server) httpHandler(ctx context.Context, opts *HTTPOptions, httpServer *http.Server) (http.Handler, func()) {
+	if opts.Transport == "" {
+		opts.Transport = "http"
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 4 << 20
+	}
+	s.transport.Store(opts.Transport)
+	if opts.Limits == (Limits{}) {
+		opts.Limits = DefaultLimits()
+	}
+	if opts.Sessions.Idle == 0 && opts.Sessions.Max == 0 {
+		key, store := opts.Sessions.Key, opts.Sessions.Store
+		opts.Sessions = DefaultSessionLimits()
+		opts.Sessions.Key, opts.Sessions.Store = key, store
+	}
+	if opts.Timeouts == (Timeouts{}) {
+		opts.Timeouts = DefaultTimeouts()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	sdkLog := slog.New(zerolog.NewSlogHandler(sdkLogger(s.log)))
+	mux := http.NewServeMux()
+	var closeStreams func()
+	sessions := newSessionTable(opts.Sessions, opts.Now)
+	switch opts.Transport {
+	case "sse":
+		sseOpts := []mcpserver.SSEOption{
+			mcpserver.WithSSEContextFunc(copyTenant),
+			mcpserver.WithUseFullURLForMessageEndpoint(false),
+			mcpserver.WithKeepAlive(true),
+		}
+		if httpServer != nil {
+			sseOpts = append(sseOpts, mcpserver.WithHTTPServer(httpServer))
+		}
+		sse := mcpserver.NewSSEServer(s.mcp, sseOpts...)
+		mux.Handle("/sse", sse)
+		mux.Handle("/message", sse)
+		closeStreams = sse.CloseSessions
+	default:
+		streamOpts := []mcpserver.StreamableHTTPOption{
+			mcpserver.WithHTTPContextFunc(copyTenant),
+			mcpserver.WithStreamableHTTPLogger(sdkLog),
+			mcpserver.WithSessionIdManagerResolver(sessions),
+			mcpserver.WithDisableLocalhostProtection(true), // the gate checks Host, with -allowed-hosts
+			mcpserver.WithHeartbeatInterval(30 * time.Second),
+		}
+		if httpServer != nil {
+			streamOpts = append(streamOpts, mcpserver.WithStreamableHTTPServer(httpServer))
+		}
+		streamable := mcpserver.NewStreamableHTTPServer(s.mcp, streamOpts...)
+		// Ending a session also releases what mcp-go keeps for it: the same as the
+		// client's DELETE, sent to mcp-go directly.
+		sessions.end = func(id string) {
+			r, _ := http.NewRequest(http.MethodDelete, "/mcp", nil)
+			r.Header.Set(mcpserver.HeaderKeySessionID, id)
+			streamable.ServeHTTP(&discardWriter{}, r)
+		}
+		mux.Handle("/mcp", streamable)
+		closeStreams = func() { streamable.CloseSessions(context.Background()) }
+		go func() {
+			every := min(max(opts.Sessions.Idle/4, time.Second), time.Minute)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					sessions.sweep()
+				}
+			}
+		}()
+	}
+	if opts.UI {
+		s.startUI(*opts)
+	}
+	g := &gate{
+		s: s, next: mux, opts: *opts, sessions: sessions,
+		loopback: opts.Listener == nil || isLoopback(opts.Listener.Addr()),
+		budget:   newBudget(opts.Limits),
+		sse:      map[string]*sseStream{},
+		streams:  map[string]map[*context.CancelFunc]bool{},
+	}
+	end := g.endStreams
+	s.tenantsRemoved.Store(&end)
+	return g, closeStreams
+
 }
 
 func isLoopback(addr net.Addr) bool {
