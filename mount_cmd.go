@@ -76,7 +76,7 @@ func checkMounts(c *config, specs []mountSpec) error {
 			return usageError{fmt.Sprintf("mount %s: postgres:%s needs -dsn, the database", m.name, arg)}
 		case kind == "dir" || kind == "overlay":
 			for _, dir := range filepath.SplitList(arg) {
-				if err := checkStorageDir("mount "+m.name, dir, c.anyRoot); err != nil {
+				if err := checkStorageDir("mount "+m.name+":", dir, c.anyRoot); err != nil {
 					return err
 				}
 			}
