@@ -28,19 +28,10 @@ import (
 //   - a 2026-07-28 subscriptions/listen stream listens for what it opted in to, for as long
 //     as the request runs, and every notification carries its subscription id.
 //
-// Each memory with a listener has one watch: a subscriber of the memory's change feed, and
-// a Watch of the storage so that changes by other processes (exec, another server, another
-// replica) arrive too. Changes are attributed by path, so a tenant's listeners hear only
-// of its own memory.
-//
-// This process's changes are handled by the goroutine that made them, as the feed
-// publishes them (vfs.Store.SubscribeFunc): the work is a few map updates and sends that
-// never wait, and a goroutine of the watch's own woken for every change cost the stdio
-// server 2–8% of its CPU per call in side-by-side runs. What needs the storage is done
-// by the first listener's add (the first listing, before that listener's client hears
-// back) and then by the watch's goroutine (listing the files and reading subscribed
-// files' digests again, for changes made elsewhere); the batches published meanwhile wait
-// in the watch (queued) and are applied after, in order, as if they had come then.
+// Each memory with a listener has one watch: a goroutine that takes the memory's change
+// feed in order, and rescans the memory when another process (exec, another server,
+// another replica) changed it. Changes are attributed by path, so a tenant's listeners
+// hear only of its own memory.
 
 // watchInterval is how often a watched memory is checked for changes by other processes.
 const watchInterval = 250 * time.Millisecond
@@ -91,17 +82,11 @@ type watch struct {
 	listLater interface{ Stop() bool } // the one due listEvery after it, when the list changed since
 	ended     bool                     // the watch stopped: a due list_changed is not sent
 	ready     chan struct{}            // closed once the first listing is read (see add)
-
-	// While the memory is read (scanning: the first listing in add, later ones in the
-	// watch's goroutine), this process's batches wait in queued, up to maxQueued; past
-	// that they are dropped and the memory is read again after (overflow).
-	scanning bool
-	queued   []vfs.Batch
-	overflow bool
-	rescan   chan struct{} // another process changed the memory (buffer 1)
+	batches   chan vfs.Batch           // this process's changes, in order (up to maxQueued)
+	rescan    chan struct{}            // read the memory again: changed elsewhere, or batches overflowed
 }
 
-// maxQueued bounds the batches a watch holds while it scans.
+// maxQueued bounds the batches a watch holds; past it, it reads the memory again instead.
 const maxQueued = 256
 
 func newNotifier(s *Server) *notifier {
@@ -243,14 +228,18 @@ func (n *notifier) add(l *listener) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	w := &watch{listeners: map[*listener]bool{l: true}, paths: map[string]bool{}, stop: stop,
-		rescan: make(chan struct{}, 1), scanning: true, ready: make(chan struct{})}
+		batches: make(chan vfs.Batch, maxQueued), rescan: make(chan struct{}, 1), ready: make(chan struct{})}
 	n.watches[l.mem] = w
 	n.running.Add(1)
 	n.mu.Unlock()
-	// Not under n.mu, which the feed's publisher takes (see deliver); batches published
-	// while the listing is read wait in the watch, and are applied after it.
-	sub := l.mem.SubscribeFunc(func(b vfs.Batch) { n.deliver(w, b) })
-	n.scan(l.mem, w, true)
+	// Subscribed before the listing is read: batches published meanwhile wait in the
+	// watch, and are applied after it (one the listing shows already announces nothing).
+	sub := l.mem.SubscribeFunc(func(b vfs.Batch) { deliver(w, b) })
+	if paths := n.listed(l.mem); paths != nil {
+		n.mu.Lock()
+		w.paths, w.known = paths, true
+		n.mu.Unlock()
+	}
 	close(w.ready)
 	go n.run(ctx, l.mem, w, sub)
 }
@@ -303,8 +292,8 @@ func (n *notifier) listed(mem *handlers.Memory) map[string]bool {
 	return paths
 }
 
-// run rescans one memory, whose files add listed, whenever another process changed it,
-// until ctx is done; this process's changes arrive through deliver meanwhile, from sub.
+// run applies the memory's changes, whose files add listed, until ctx is done: this
+// process's in order as sub delivers them, and those made elsewhere by reading it again.
 func (n *notifier) run(ctx context.Context, mem *handlers.Memory, w *watch, sub *handlers.Subscription) {
 	defer n.running.Done()
 	defer sub.Close()
@@ -317,63 +306,31 @@ func (n *notifier) run(ctx context.Context, mem *handlers.Memory, w *watch, sub 
 		select {
 		case <-ctx.Done():
 			return
+		case b := <-w.batches:
+			n.mu.Lock()
+			if !w.ended {
+				n.changedLocked(w, b)
+			}
+			n.mu.Unlock()
 		case <-w.rescan:
-			n.scan(mem, w, false)
+			n.rescan(mem, w)
 		}
 	}
 }
 
 // deliver takes one batch from the memory's feed, in the goroutine that published it
-// with the feed's lock held: it must not wait, nor read the memory.
-func (n *notifier) deliver(w *watch, b vfs.Batch) {
-	if b.External {
+// with the feed's lock held: it must not wait.
+func deliver(w *watch, b vfs.Batch) {
+	if !b.External {
 		select {
-		case w.rescan <- struct{}{}:
-		default: // one is due already, and will see this change too
-		}
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	switch {
-	case w.ended:
-	case !w.scanning:
-		n.changedLocked(w, b)
-	case len(w.queued) < maxQueued:
-		w.queued = append(w.queued, b)
-	default:
-		w.overflow = true
-	}
-}
-
-// scan reads the memory's listing (and, but the first time, the subscribed files'
-// digests) and notifies what changed since it was last read, then applies the batches
-// published meanwhile. A batch that came in after the reading started may already show in
-// it; applying it again announces nothing new.
-func (n *notifier) scan(mem *handlers.Memory, w *watch, first bool) {
-	for {
-		n.mu.Lock()
-		w.scanning = true
-		n.mu.Unlock()
-		if first {
-			paths := n.listed(mem)
-			n.mu.Lock()
-			if paths != nil {
-				w.paths, w.known = paths, true
-			}
-		} else {
-			n.rescan(mem, w) // returns with n.mu held
-		}
-		queued, overflow := w.queued, w.overflow
-		w.queued, w.overflow, w.scanning = nil, false, false
-		for _, b := range queued {
-			n.changedLocked(w, b)
-		}
-		n.mu.Unlock()
-		if !overflow {
+		case w.batches <- b:
 			return
+		default: // the watch is behind: reading the memory again covers this change too
 		}
-		first = false
+	}
+	select {
+	case w.rescan <- struct{}{}:
+	default: // one is due already, and will see this change too
 	}
 }
 
@@ -385,7 +342,7 @@ func (n *notifier) changedLocked(w *watch, b vfs.Batch) {
 	// (it failed), if the change could have done that.
 	set := func(p string, in bool) {
 		if w.known && w.paths[p] == in {
-			return // applied already: a batch held while a reading that saw it ran
+			return // applied already: a batch the first listing showed
 		}
 		listChanged = true
 		if in {
@@ -419,9 +376,9 @@ func (n *notifier) changedLocked(w *watch, b vfs.Batch) {
 	})
 }
 
-// rescan notifies the listeners of changes made elsewhere: the feed says only that
-// something changed, so the listing and the subscribed files are compared with what was
-// last announced. It returns with n.mu held (see scan).
+// rescan notifies the listeners of changes made elsewhere (or dropped from a full
+// watch): the feed says only that something changed, so the listing and the subscribed
+// files are compared with what was last announced.
 func (n *notifier) rescan(mem *handlers.Memory, w *watch) {
 	paths := n.listed(mem)
 	n.mu.Lock()
@@ -437,6 +394,10 @@ func (n *notifier) rescan(mem *handlers.Memory, w *watch) {
 		now[uri] = n.digest(mem, uri)
 	}
 	n.mu.Lock()
+	if w.ended {
+		n.mu.Unlock()
+		return
+	}
 	listChanged := len(paths) != len(w.paths)
 	for p := range paths {
 		listChanged = listChanged || !w.paths[p]
@@ -448,6 +409,7 @@ func (n *notifier) rescan(mem *handlers.Memory, w *watch) {
 		d, ok := now[uri]
 		return d, ok
 	})
+	n.mu.Unlock()
 }
 
 // notifyLocked sends list_changed to the listeners that want it (at most once per

@@ -107,10 +107,9 @@ func TestListChangedOncePerBurst(t *testing.T) {
 	}
 }
 
-// This process's changes are announced as they are made. Those made while the watch reads
-// the memory wait in the watch until the reading is done and are applied after it, in
-// order, each announced once; past maxQueued they are dropped and the memory read again.
-func TestNotifierQueuesChangesWhileScanning(t *testing.T) {
+// This process's changes are announced in order, each once. Past maxQueued changes the
+// watch has not taken yet, it reads the memory again instead, and still learns of them.
+func TestNotifierAppliesChangesInOrder(t *testing.T) {
 	s, mem, inW, lines := stdioServer(t)
 	var updated, listed int // notifications seen
 	count := func(l stdioLine) {
@@ -158,54 +157,32 @@ func TestNotifierQueuesChangesWhileScanning(t *testing.T) {
 	}
 	drain()
 
-	// At once, while no reading runs.
 	updated, listed = 0, 0
 	tool("str_replace", `{"path":"/memories/a.md","old_str":"one","new_str":"two"}`)
-	drain()
-	if updated != 1 {
-		t.Errorf("a change to a subscribed file gave %d updated, want 1", updated)
-	}
-
-	// Held while a reading runs, then applied once.
-	s.notify.mu.Lock()
-	w.scanning = true
-	s.notify.mu.Unlock()
-	updated, listed = 0, 0
 	tool("str_replace", `{"path":"/memories/a.md","old_str":"two","new_str":"three"}`)
 	tool("create", `{"path":"/memories/b.md","file_text":"b"}`)
 	drain()
-	s.notify.mu.Lock()
-	queued := len(w.queued)
-	s.notify.mu.Unlock()
-	if updated != 0 || listed != 0 || queued != 2 {
-		t.Errorf("during a reading: %d updated, %d list_changed sent and %d changes held, want 0, 0 and 2", updated, listed, queued)
-	}
-	s.notify.scan(mem, w, false)
-	drain()
-	if updated != 1 || listed != 1 {
-		t.Errorf("after the reading: %d updated and %d list_changed, want 1 and 1", updated, listed)
+	if updated != 2 || listed != 1 {
+		t.Errorf("two changes to a subscribed file and a create gave %d updated and %d list_changed, want 2 and 1", updated, listed)
 	}
 
-	// Past maxQueued: dropped, and the memory read again.
+	// The watch is held (it needs the lock to apply a change) while more changes are made
+	// than it can hold: the last ones are dropped, and it reads the memory again.
 	s.notify.mu.Lock()
-	w.scanning = true
-	s.notify.mu.Unlock()
-	for i := range maxQueued + 1 {
+	for i := range maxQueued + 2 {
 		tool("create", fmt.Sprintf(`{"path":"/memories/many/%d.md","file_text":"x"}`, i))
 	}
-	s.notify.mu.Lock()
-	queued, overflow := len(w.queued), w.overflow
-	s.notify.mu.Unlock()
-	if queued != maxQueued || !overflow {
-		t.Errorf("%d changes held and overflow %v after %d, want %d and true", queued, overflow, maxQueued+1, maxQueued)
+	if len(w.batches) != maxQueued || len(w.rescan) != 1 {
+		t.Errorf("%d changes held and %d readings due, want %d and 1", len(w.batches), len(w.rescan), maxQueued)
 	}
-	s.notify.scan(mem, w, false)
-	s.notify.mu.Lock()
-	queued, overflow, scanning := len(w.queued), w.overflow, w.scanning
-	known := w.paths["/memories/many/256.md"]
 	s.notify.mu.Unlock()
-	if queued != 0 || overflow || scanning || !known {
-		t.Errorf("after the readings: %d held, overflow %v, scanning %v, the last file known %v; want 0, false, false, true", queued, overflow, scanning, known)
+	updated, listed = 0, 0
+	drain()
+	s.notify.mu.Lock()
+	known := w.paths[fmt.Sprintf("/memories/many/%d.md", maxQueued+1)]
+	s.notify.mu.Unlock()
+	if !known || listed == 0 {
+		t.Errorf("after the burst: the last file known %v, %d list_changed; want true and at least 1", known, listed)
 	}
 }
 
