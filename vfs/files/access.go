@@ -47,12 +47,6 @@ type accessLog struct {
 	// appendMu makes this process's appends one at a time: concurrent Views share the
 	// storage lock, and not every backend appends atomically (MemFs seeks, then writes).
 	appendMu sync.Mutex
-	// keep: the journal's descriptor stays open between transactions (file), where a
-	// removed journal can be told from its status (unlinked: the write-ahead log's
-	// filesystems). Elsewhere it is opened for every append.
-	keep     durableFS // nil: not kept
-	file     afero.File
-	fileRoot uint64 // keep.Reopened() when file was opened
 }
 
 // TrackAccess makes the store record when each file is viewed or changed, for Expire; now is
@@ -62,8 +56,7 @@ func (s *AferoStorage) TrackAccess(now func() time.Time) error {
 	if s.readOnly {
 		return nil
 	}
-	keep, _ := walFS(s.fs)
-	s.access = &accessLog{now: now, recent: map[string]bool{}, keep: keep}
+	s.access = &accessLog{now: now, recent: map[string]bool{}}
 	return nil
 }
 
@@ -152,51 +145,17 @@ func (tx *aferoTx) flushAccess() (full bool) {
 }
 
 // append writes data at the journal's end and returns the journal's status after; the
-// caller holds appendMu. A kept descriptor (see accessLog.keep) is dropped when the storage
-// directory was replaced since it was opened; one whose journal was removed since, folded
-// into the snapshot by this process or another, is noticed by the status after the write:
-// data is then written again, to the journal made anew under its name.
+// caller holds appendMu.
 func (a *accessLog) append(fsys FS, data []byte) (os.FileInfo, error) {
-	if a.file != nil && a.keep.Reopened() != a.fileRoot {
-		a.file.Close()
-		a.file = nil
+	f, err := fsys.OpenFile(accessJournalName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
 	}
-	for again := false; ; again = true {
-		f := a.file
-		if f == nil {
-			var err error
-			if a.keep != nil {
-				a.fileRoot = a.keep.Reopened()
-			}
-			if f, err = fsys.OpenFile(accessJournalName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
-				return nil, err
-			}
-		}
-		_, err := f.Write(data)
-		fi, serr := f.Stat()
-		if err == nil {
-			err = serr
-		}
-		if err == nil && a.keep != nil && !unlinked(f, fi) {
-			a.file = f
-			return fi, nil
-		}
-		f.Close()
-		a.file = nil
-		if err != nil || a.keep == nil || again {
-			return fi, err
-		}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return nil, err
 	}
-}
-
-// close closes the journal's kept descriptor.
-func (a *accessLog) close() {
-	a.appendMu.Lock()
-	defer a.appendMu.Unlock()
-	if a.file != nil {
-		a.file.Close()
-		a.file = nil
-	}
+	return f.Stat()
 }
 
 // compactAccess folds a journal that grew past its bound into the snapshot.

@@ -104,9 +104,6 @@ func (s *AferoStorage) Close() error {
 	if s.walOn() {
 		s.history.wal.close()
 	}
-	if s.access != nil {
-		s.access.close()
-	}
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c.Close())
