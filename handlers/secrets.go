@@ -8,9 +8,8 @@ import (
 )
 
 // A secretRule recognises one kind of credential. Keywords are substrings that must all be
-// absent for the (linear-time, RE2) expression to be skipped; all rules' keywords are found
-// in one pass over the text (compiledRules), so ordinary text costs that pass, not a dozen
-// regular expression passes.
+// absent for the (linear-time, RE2) expression to be skipped, so ordinary text costs a
+// search for each keyword, not a dozen regular expression passes.
 type secretRule struct {
 	kind     string
 	keywords []string
@@ -71,88 +70,31 @@ var secretRuleTable = []secretRule{
 // compiledRule is a rule with its expression compiled.
 type compiledRule struct {
 	secretRule
-	re *regexp.Regexp
-}
-
-// compiledRules are the rules compiled, with the index that finds all their keywords in
-// one pass.
-type compiledRules struct {
-	rules []compiledRule
-	// bigrams is true for the first two bytes of every keyword: the scan looks at each
-	// position's two bytes, and only where the entry is true at the keywords starting with
-	// them (byBigram). Ordinary text rarely meets one, so a mebibyte costs one pass of
-	// table lookups (about half a millisecond) rather than one search per keyword. A byte
-	// per entry (64 KiB) is faster than a bit: no shift and mask per position.
-	bigrams  [1 << 16]bool
-	byBigram map[uint16][]ruleKeyword
-}
-
-type ruleKeyword struct {
-	text string
-	rule int
+	re       *regexp.Regexp
+	keywords [][]byte
 }
 
 // secretRules compiles the table on first use: a server that is never asked to write pays
 // nothing for it at start-up (about a millisecond otherwise).
-var secretRules = sync.OnceValue(func() *compiledRules {
-	c := &compiledRules{rules: make([]compiledRule, len(secretRuleTable)), byBigram: map[uint16][]ruleKeyword{}}
-	if len(secretRuleTable) > 64 {
-		panic("secret rules: the keyword scan reports hits in a 64-bit mask")
-	}
+var secretRules = sync.OnceValue(func() []compiledRule {
+	rules := make([]compiledRule, len(secretRuleTable))
 	for i, r := range secretRuleTable {
-		c.rules[i] = compiledRule{r, regexp.MustCompile(r.pattern)}
+		rules[i] = compiledRule{r, regexp.MustCompile(r.pattern), nil}
 		for _, k := range r.keywords {
-			if len(k) < 2 {
-				panic("secret rules: a keyword needs two bytes at least: " + k)
-			}
-			b := pair(k[0], k[1])
-			c.bigrams[b] = true
-			c.byBigram[b] = append(c.byBigram[b], ruleKeyword{k, i})
+			rules[i].keywords = append(rules[i].keywords, []byte(k))
 		}
 	}
-	return c
+	return rules
 })
 
-// keywordHits returns the rules (bit i for rule i) one of whose keywords occurs in text.
-// It looks at eight positions at a time, whose eight lookups, independent of each other,
-// keep the processor busier than one position per turn of a loop: 0.46–0.52 against
-// 0.88–0.91 ms per MiB of ordinary text on this project's 2-core test machine (a bit
-// table, one position per turn).
-func (c *compiledRules) keywordHits(text []byte) uint64 {
-	var hits uint64
-	t := &c.bigrams
-	i := 0
-	for ; i+9 <= len(text); i += 8 {
-		p := text[i : i+9 : i+9]
-		if t[pair(p[0], p[1])] || t[pair(p[1], p[2])] || t[pair(p[2], p[3])] || t[pair(p[3], p[4])] ||
-			t[pair(p[4], p[5])] || t[pair(p[5], p[6])] || t[pair(p[6], p[7])] || t[pair(p[7], p[8])] {
-			for j := i; j < i+8; j++ {
-				hits = c.startingAt(text, j, hits)
-			}
+// mentioned reports whether one of the rule's keywords occurs in text.
+func (r *compiledRule) mentioned(text []byte) bool {
+	for _, k := range r.keywords {
+		if bytes.Contains(text, k) {
+			return true
 		}
 	}
-	for ; i+1 < len(text); i++ {
-		hits = c.startingAt(text, i, hits)
-	}
-	return hits
-}
-
-// pair is the bigrams index of the bytes x, y.
-func pair(x, y byte) uint16 { return uint16(x)<<8 | uint16(y) }
-
-// startingAt adds to hits the rules of the keywords that occur at text[i:] (i+1 is in
-// text).
-func (c *compiledRules) startingAt(text []byte, i int, hits uint64) uint64 {
-	b := pair(text[i], text[i+1])
-	if !c.bigrams[b] {
-		return hits
-	}
-	for _, k := range c.byBigram[b] {
-		if hits&(1<<k.rule) == 0 && bytes.HasPrefix(text[i:], []byte(k.text)) {
-			hits |= 1 << k.rule
-		}
-	}
-	return hits
+	return false
 }
 
 var userinfo = sync.OnceValue(func() *regexp.Regexp {
@@ -207,10 +149,8 @@ func findSecret(text []byte, from, to int) (kind string, line int, found bool) {
 	}
 	window := text[lo:hi]
 	at := -1
-	c := secretRules()
-	hits := c.keywordHits(window)
-	for i, r := range c.rules {
-		if hits&(1<<i) == 0 {
+	for _, r := range secretRules() {
+		if !r.mentioned(window) {
 			continue
 		}
 		for _, loc := range r.re.FindAllIndex(window, -1) {
