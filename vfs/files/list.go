@@ -2,11 +2,8 @@ package files
 
 import (
 	"context"
-	"fmt"
 	"io/fs"
 	"path"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -81,96 +78,49 @@ func (tx *aferoTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(na
 	if err != nil {
 		return vfs.Node{}, err
 	}
-	w := walker{ctx: ctx, skip: skip, slots: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
-	children, total, err := w.walk(d, depth)
+	children, total, err := walk(ctx, d, depth, skip)
 	return vfs.Node{Name: path.Base(p.String()), Dir: true, Size: total, Children: children}, err
-}
-
-// walker walks a directory tree. Reading a large tree is bound by one stat per file (its
-// size counts in every directory total), so subdirectories are read concurrently, at most
-// len(slots) at a time; a walk that finds no free slot reads inline, which keeps nested
-// waits from deadlocking.
-type walker struct {
-	ctx   context.Context
-	skip  func(string) bool
-	slots chan struct{}
-}
-
-type subtree struct {
-	children []vfs.Node
-	total    int64
-	err      error
-	done     chan struct{}
 }
 
 // walk returns the counted entries of the open directory d (listed to depth levels) and
 // the total size of the files below it; it closes d.
-func (w walker) walk(d DirHandle, depth int) ([]vfs.Node, int64, error) {
+func walk(ctx context.Context, d DirHandle, depth int, skip func(string) bool) ([]vfs.Node, int64, error) {
 	defer d.Close()
-	if err := w.ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
 	raw, err := d.Entries()
 	if err != nil {
 		return nil, 0, err
 	}
-	entries := sorted(raw)
-	subs := make([]*subtree, len(entries))
-	for i, e := range entries {
-		if !e.IsDir() || w.skip(e.Name) {
+	var nodes []vfs.Node
+	var total int64
+	for _, e := range sorted(raw) {
+		if skip(e.Name) {
 			continue
 		}
-		child, err := d.Child(e.Name)
-		if err != nil {
-			continue // replaced by something else since the listing: not a directory any more
-		}
-		sub := &subtree{done: make(chan struct{})}
-		subs[i] = sub
-		run := func() {
-			defer close(sub.done)
-			defer func() {
-				// A panic on another goroutine would escape the caller's recover and end the server.
-				if r := recover(); r != nil {
-					sub.err = fmt.Errorf("panic while listing %s: %v\n%s", e.Name, r, debug.Stack())
-				}
-			}()
-			sub.children, sub.total, sub.err = w.walk(child, depth-1)
-		}
-		select {
-		case w.slots <- struct{}{}:
-			go func() { defer func() { <-w.slots }(); run() }()
-		default:
-			run()
-		}
-	}
-	var nodes []vfs.Node
-	if depth > 0 {
-		nodes = make([]vfs.Node, 0, len(entries))
-	}
-	var total int64
-	for i, e := range entries {
+		n := vfs.Node{Name: e.Name, Size: e.Size}
 		switch {
-		case subs[i] != nil:
-			sub := subs[i]
-			<-sub.done
-			if sub.err != nil {
-				err = sub.err
-				continue
+		case e.IsDir():
+			child, err := d.Child(e.Name)
+			if err != nil {
+				continue // replaced by something else since the listing: not a directory any more
 			}
-			if depth > 0 {
-				n := vfs.Node{Name: e.Name, Dir: true, Size: sub.total}
-				if depth > 1 {
-					n.Children = sub.children
-				}
-				nodes = append(nodes, n)
+			var children []vfs.Node
+			if children, n.Size, err = walk(ctx, child, depth-1, skip); err != nil {
+				return nil, 0, err
 			}
-			total += sub.total
-		case e.IsRegular() && !w.skip(e.Name):
-			if depth > 0 {
-				nodes = append(nodes, vfs.Node{Name: e.Name, Size: e.Size})
+			n.Dir = true
+			if depth > 1 {
+				n.Children = children
 			}
-			total += e.Size
+		case !e.IsRegular():
+			continue
 		}
+		if depth > 0 {
+			nodes = append(nodes, n)
+		}
+		total += n.Size
 	}
-	return nodes, total, err
+	return nodes, total, nil
 }
