@@ -180,3 +180,31 @@ func TestMountsForPeople(t *testing.T) {
 		t.Errorf("the feed's change: %+v", b.Changes)
 	}
 }
+
+// An entry of the main store at a mount's name, made behind the mount's back (the server
+// refuses one at start), is hidden by the mount: neither listed nor counted, in the model's
+// listing or the people's tree.
+func TestMountHidesTheMainEntryBehindIt(t *testing.T) {
+	h, _ := mountedMemory(t)
+	ctx := context.Background()
+	if _, err := h.Write(ctx, "/memories/me/a.md", []byte("one\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Store().Update(ctx, func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/me/behind.md"), []byte(strings.Repeat("x", 1000)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := h.Files(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// me/a.md (4 bytes) and team's style.md and guides/go.md (5 + 6 bytes).
+	if root.Size != 15 {
+		t.Errorf("the tree's size is %d, want 15: the 1,000 bytes behind the mount count", root.Size)
+	}
+	res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"})
+	if res.IsError || !strings.Contains(res.Text, "\n15B\t/memories\n") || strings.Contains(res.Text, "behind.md") {
+		t.Errorf("the listing:\n%s", res.Text)
+	}
+}

@@ -58,7 +58,10 @@ func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, bu
 			return root, truncated, m.Memory.shownErr(err)
 		}
 		n.Name, truncated = m.Name, truncated || more
-		root.Children = slices.DeleteFunc(root.Children, func(c FileNode) bool { return c.Name == m.Name })
+		if i := slices.IndexFunc(root.Children, func(c FileNode) bool { return c.Name == m.Name }); i >= 0 {
+			root.Size -= root.Children[i].Size // made behind the mount's back: hidden by it
+			root.Children = slices.Delete(root.Children, i, i+1)
+		}
 		root.Children = append(root.Children, n)
 		root.Size += n.Size
 		if n.Changed.After(root.Changed) {
