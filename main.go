@@ -198,35 +198,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if len(rest) > 0 {
 		// A subcommand works on one memory: the server's, or the -tenant's.
-		sub, readOnly := "", historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact" || rest[0] == "export"
+		readOnly := historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact" || rest[0] == "export"
+		var store *vfs.Store
 		if c.tenant != "" {
+			// The tenant's memory as the server opens it, mounts and all.
 			i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
 			if i < 0 {
 				fmt.Fprintf(stderr, "memory-mcp: no tenant %q in %s\n", c.tenant, c.tenants)
 				return 2
 			}
-			sub, readOnly = specs[i].Dir, readOnly || specs[i].ReadOnly
-		}
-		var store *vfs.Store
-		var more []handlers.Mount
-		if c.tenant != "" {
-			i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
-			for _, m := range specs[i].Mounts {
-				mh, ms, _, err := open(m.Dir, readOnly || m.ReadOnly, true)
-				if err != nil {
-					fmt.Fprintf(stderr, "memory-mcp: cannot open the store mounted at /memories/%s: %v\n", m.Name, err)
-					return 1
-				}
-				defer ms.Close()
-				more = append(more, handlers.Mount{Name: m.Name, Memory: mh})
+			spec := specs[i]
+			spec.ReadOnly = spec.ReadOnly || readOnly
+			one := &tenantSet{open: open, stores: map[string]openedTenant{}, mounts: map[string]openedTenant{}, flagMounts: len(mounted.mounts)}
+			defer one.close()
+			if err := one.load([]server.TenantSpec{spec}); err != nil {
+				fmt.Fprintf(stderr, "memory-mcp: %v\n", err)
+				return 1
 			}
+			o := one.stores[spec.Dir]
+			h, store, where = o.h, o.store, o.where
+		} else {
+			if h, store, where, err = open("", readOnly, false); err != nil {
+				fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
+				return 1
+			}
+			defer store.Close()
 		}
-		h, store, where, err = open(sub, readOnly, false, more...)
-		if err != nil {
-			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
-			return 1
-		}
-		defer store.Close()
 		if transferCommands[rest[0]] {
 			if i := slices.IndexFunc(mounted.mounts, func(m handlers.Mount) bool { return m.Name == c.sub.mount }); i >= 0 {
 				h, store, where = mounted.mounts[i].Memory, mounted.stores[i], "the store mounted at /memories/"+c.sub.mount

@@ -340,6 +340,14 @@ func TestTenantsFileMounts(t *testing.T) {
 		t.Errorf("bob's instructions do not name his mount:\n%s", instr)
 	}
 
+	// A subcommand on a tenant's memory has the tenant's mounts, as the server gives them.
+	if out := mustCLI(t, "-root", root, "-tenants", file, "-tenant", "bob", "exec", `{"command":"view","path":"/memories/team/plan.md"}`); !strings.Contains(out, "plan v2") {
+		t.Errorf("exec as bob, under his mount: %q", out)
+	}
+	if code, out, _ := cli(t, "-root", root, "-tenants", file, "-tenant", "bob", "exec", `{"command":"create","path":"/memories/team/x.md","file_text":"x"}`); code != 1 || !strings.Contains(out, "/memories/team is read-only") {
+		t.Errorf("exec as bob, a change under his read-only mount: exit %d, %q", code, out)
+	}
+
 	bad := write([]server.TenantSpec{
 		{Name: "alice", TokenSHA256: aliceSHA},
 		{Name: "bob", TokenSHA256: bobSHA, Mounts: []server.TenantMount{{Name: "peek", Dir: "alice", ReadOnly: true}}},

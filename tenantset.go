@@ -28,6 +28,7 @@ type tenantSet struct {
 type openedTenant struct {
 	readOnly bool
 	mounts   string // the tenant's mounts, as the tenants file gave them
+	where    string // the store, for messages
 	h        *handlers.Memory
 	store    *vfs.Store
 }
@@ -91,7 +92,7 @@ func (ts *tenantSet) load(specs []server.TenantSpec) error {
 		if ts.prepare != nil {
 			ts.prepare(store, where)
 		}
-		next[spec.Dir] = openedTenant{readOnly: spec.ReadOnly, mounts: shape, h: h, store: store}
+		next[spec.Dir] = openedTenant{readOnly: spec.ReadOnly, mounts: shape, where: where, h: h, store: store}
 	}
 	for _, set := range []struct{ old, next map[string]openedTenant }{{ts.stores, next}, {ts.mounts, nextMounts}} {
 		for key, o := range set.old {
