@@ -20,60 +20,34 @@ import (
 	"github.com/spf13/afero"
 )
 
-// The write-ahead log of the os backend: one flush per change, shared by the changes made
-// at the same time (group commit).
+// The write-ahead log of the os backend (DESIGN.md, "The write-ahead log"): a change
+// appends one record (its versions and the contents they keep) to walName, writes the
+// history and the files unflushed, releases the store's locks, and is acknowledged once a
+// flush of the log covers its record (flushTo: changes made at the same time share one
+// flush). Any transaction, a read too, waits likewise for the records this process had
+// appended when it ended, so that nothing is answered from a change a crash could take back.
 //
-// Without it, a change with history flushes five times: the kept content (file and
-// directory), the history log, and the file itself (file and directory). With it, a
-// change's versions and the contents they need are appended to walName as one record; the
-// history log, the kept contents and the files are then written as before, not flushed,
-// and the store's locks are released. Only then does the change wait for a flush of the
-// log that covers its record (flushTo): one writer flushes for every record appended so
-// far while the others wait, so concurrent changes share one fdatasync and none holds the
-// lock across it. The change is acknowledged after that flush. Every other transaction
-// (a read too) waits, after releasing its locks, for the records this process had
-// appended when it ended, so that nothing is answered from a change that a crash could
-// still take back; one that saw another process's change flushes the log once itself.
-// The directory stays plain files that editors and other processes read as always.
+// A crash of the process loses nothing written: the history log's settle lines check a
+// change cut short, as without the log. A crash of the machine may leave a change's files
+// or history lines without its record (it was not acknowledged), so the log's header,
+// flushed with the first record after a checkpoint, names the last group of versions the
+// previous checkpoint covered (From); recovery (recoverWAL, for records of another boot)
+// drops the later groups no record names, redoes what the records say and the disk lost,
+// and records any other difference as a version of its own. The log is kept until a
+// checkpoint flushes what its records name (flushLogged) and empties it.
 //
 // The log is written in advance (walChunk of zeros at a time) and records overwrite the
-// zeros where the last record ended (locate), so flushing one changes no metadata and needs
-// no journal commit; a checkpoint writes zeros over the records again (empty).
-//
-// What a crash of the process leaves is what the page cache holds, which is everything
-// written: the history log's own settle lines check a change cut short, as without the
-// log.
-//
-// What a crash of the machine leaves may hold a change's files or history lines without
-// its record, if the change was not acknowledged yet. The log's first line therefore
-// names the last group of versions the previous checkpoint covered (From), and it is
-// flushed with the first record after a checkpoint, before that change touches anything.
-// Recovery drops from the history every later group that no record in the log names (it
-// was never acknowledged) and then compares every file with what the history says: a file
-// that differs (such a change, or an edit by hand) gets a version of its own (command
-// "recover"), so that the history and the files agree and nothing is overwritten. What a
-// crash of the machine leaves may lack any unflushed write, so the log is kept until a
-// checkpoint flushes what its records name (flushLogged) and empties it: when the log
-// is older than walMaxAge or grows past walMaxBytes, before the history is rewritten (pruning,
-// redaction, import: a redacted content must not survive in the log), and when the store
-// is closed. The log's first line names the boot it was written in; a process that finds
-// records of another boot recovers (recoverWAL): the history regains the versions it
-// lost, the kept contents are written again, and every file the records touched is set to
-// the state they leave it in, where it still shows a state they passed through (a file
-// edited by hand since is left alone). Then it checkpoints.
-//
-// The log needs to know the machine's boot (bootID: Linux, macOS and Windows each name it);
-// where that is unknown, and on the memory and overlay backends, it is off and every change
-// flushes its own files.
+// zeros (locate finds their end), so flushing one changes no metadata and needs no journal
+// commit. Without a known boot (bootID), and on the memory and overlay backends, it is off
+// and every change flushes its own files.
 const (
 	walName     = historyDir + "/wal"
 	walFormat   = 3 // 2: the header's From; 3: written in advance (zeros), the header's Cycle
 	walMaxBytes = 64 << 20
 	walChunk    = 1 << 20 // the log grows by this much of zeros at a time
 	walShrink   = 4 << 20 // and a checkpoint cuts it back to one chunk past this
-	// walMaxAge lets the system write the files back by itself first (Linux does within
-	// about 30 s), so that the checkpoint's flush finds little left to write and holds the
-	// store's lock only briefly.
+	// walMaxAge lets the system write the files back by itself first, so that the
+	// checkpoint's flush finds little left to write and holds the store's lock briefly.
 	walMaxAge = time.Minute
 )
 
@@ -161,9 +135,7 @@ type walState struct {
 // than the one the file was opened in (moved away by hand, or removed, and made again by
 // the next change), or when the file lost its last name (the history's log replaced by a
 // rewrite, ours or another process's; the write-ahead log itself is only ever emptied in
-// place). That costs a change three status reads (the directory's, once per transaction,
-// and each file's) where opening the directory and both files, reading the files' status
-// and closing all three cost eight calls.
+// place).
 type keptFile struct {
 	f    afero.File
 	root uint64      // the storage directory's Reopened count when f was opened
