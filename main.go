@@ -163,19 +163,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return h, store, where, nil
 	}
-	// prepare readies a store opened for serving in the background, while the client starts
-	// (see vfs.Store.Prepare), and logs how that went.
-	prepare := func(store *vfs.Store, where string) {
-		start := time.Now()
-		store.Prepare(func(err error) {
-			switch {
-			case err == nil:
-				log.Debug().Str("store", where).Dur("took", time.Since(start)).Msg("store prepared")
-			case !errors.Is(err, context.Canceled):
-				log.Warn().Err(err).Str("store", where).Msg("store not prepared; its first change will try again")
-			}
-		})
-	}
 	if err := mounted.open(c, c.mounts, func(store *vfs.Store, m mountSpec) (*handlers.Memory, error) {
 		kind, _ := m.kind()
 		return memoryOf(store, kind == "memory", m.readOnly || c.readOnly)
@@ -189,9 +176,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		expiry []server.ExpiryTarget
 	)
 	for i, m := range mounted.mounts {
-		if len(rest) == 0 {
-			prepare(mounted.stores[i], "mount "+m.Name)
-		}
 		if !m.Memory.ReadOnlyStore() {
 			expiry = append(expiry, server.ExpiryTarget{Store: mounted.stores[i]})
 		}
@@ -240,10 +224,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return 1
 		}
 		defer store.Close()
-		prepare(store, where)
 		expiry = append(expiry, server.ExpiryTarget{Store: store})
 	}
-	ts := &tenantSet{open: open, prepare: prepare, stores: map[string]openedTenant{}, mounts: map[string]openedTenant{}, flagMounts: len(mounted.mounts)}
+	ts := &tenantSet{open: open, stores: map[string]openedTenant{}, mounts: map[string]openedTenant{}, flagMounts: len(mounted.mounts)}
 	defer ts.close()
 	if specs != nil {
 		if err := ts.load(specs); err != nil {

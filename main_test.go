@@ -160,17 +160,6 @@ func startHTTP(t *testing.T, transport string, args ...string) *serverProc {
 	return p
 }
 
-// awaitPrepared waits until a server started with -log-level debug has prepared n stores.
-func awaitPrepared(t *testing.T, p *serverProc, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(p.stderr.String(), `"message":"store prepared"`) < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d stores not prepared in 20 s:\n%s", n, p.stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func connect(t *testing.T, transport mcp.Transport, version string) *mcp.ClientSession {
 	t.Helper()
 	var copts *mcp.ClientOptions
@@ -340,50 +329,6 @@ func TestDefaultRoot(t *testing.T) {
 	view.Env = append(os.Environ(), "XDG_DATA_HOME="+data, "HOME="+home, "USERPROFILE="+home)
 	if out, err := view.Output(); err != nil || !strings.Contains(string(out), "from before") {
 		t.Errorf("the earlier default's memory is not found: %v\n%s", err, out)
-	}
-}
-
-// A server prepares its store while the client starts (vfs.Store.Prepare): before any
-// change, the write-ahead log is there, written in advance, so that the first change
-// appends and flushes its record as every later one does.
-func TestStoreReadiedAtStart(t *testing.T) {
-	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
-		t.Skip("no write-ahead log on this system: it needs a boot id and syncfs (Linux)")
-	}
-	awaitLog := func(t *testing.T, root string) {
-		t.Helper()
-		wal := filepath.Join(root, ".memory-mcp-history", "wal")
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if fi, err := os.Stat(wal); err == nil && fi.Size() == 1<<20 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no write-ahead log of 1 MiB in %s 20 s after the start, before any change", root)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	// A tenant's store is prepared as it is opened; a read-only tenant's is left alone.
-	ts, file := setupTenants(t)
-	startHTTP(t, "http", "-root", ts.root, "-tenants", file)
-	awaitLog(t, filepath.Join(ts.root, "alice"))
-	awaitLog(t, filepath.Join(ts.root, "bob"))
-	if _, err := os.Stat(filepath.Join(ts.root, "carol", ".memory-mcp-history")); err == nil {
-		t.Error("a read-only tenant's store was prepared")
-	}
-
-	root := filepath.Join(t.TempDir(), "m")
-	cmd := exec.Command(binary, "-root", root)
-	cmd.Env = testEnv(t)
-	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
-	awaitLog(t, root)
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_view", Arguments: map[string]any{"path": "/memories"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if text := res.Content[0].(*mcp.TextContent).Text; res.IsError || !strings.HasSuffix(text, "\n0\t/memories") && !strings.HasSuffix(text, "\n0B\t/memories") {
-		t.Errorf("the prepared store's listing: %q (the bookkeeping must stay hidden)", text)
 	}
 }
 

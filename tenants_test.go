@@ -74,7 +74,7 @@ func hashTree(t *testing.T, dir string) string {
 		rel, _ := filepath.Rel(dir, p)
 		if strings.HasPrefix(d.Name(), ".memory-mcp") {
 			if d.IsDir() {
-				return filepath.SkipDir // the history, which the server prepares as it starts
+				return filepath.SkipDir // the history
 			}
 			return nil
 		}

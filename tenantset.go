@@ -15,8 +15,7 @@ import (
 // stay open until the server stops, since calls may still be running on them.
 type tenantSet struct {
 	open       func(dir string, readOnly, plain bool, more ...handlers.Mount) (*handlers.Memory, *vfs.Store, string, error)
-	prepare    func(store *vfs.Store, where string) // readies a store opened for serving
-	flagMounts int                                  // the mounts every tenant has
+	flagMounts int // the mounts every tenant has
 
 	mu      sync.Mutex
 	specs   []server.TenantSpec
@@ -45,12 +44,9 @@ func (ts *tenantSet) mountsOf(spec server.TenantSpec, next map[string]openedTena
 		o, ok := next[key]
 		if !ok {
 			if o, ok = ts.mounts[key]; !ok {
-				h, store, where, err := ts.open(m.Dir, m.ReadOnly || spec.ReadOnly, true)
+				h, store, _, err := ts.open(m.Dir, m.ReadOnly || spec.ReadOnly, true)
 				if err != nil {
 					return nil, fmt.Errorf("tenant %s: cannot open the store mounted at /memories/%s: %v", spec.Name, m.Name, err)
-				}
-				if ts.prepare != nil {
-					ts.prepare(store, where)
 				}
 				o = openedTenant{h: h, store: store}
 			}
@@ -88,9 +84,6 @@ func (ts *tenantSet) load(specs []server.TenantSpec) error {
 		h, store, where, err := ts.open(spec.Dir, spec.ReadOnly, false, mounts...)
 		if err != nil {
 			return fail(fmt.Errorf("cannot open the memory of tenant %s: %v", spec.Name, err))
-		}
-		if ts.prepare != nil {
-			ts.prepare(store, where)
 		}
 		next[spec.Dir] = openedTenant{readOnly: spec.ReadOnly, mounts: shape, where: where, h: h, store: store}
 	}

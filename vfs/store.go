@@ -3,8 +3,6 @@ package vfs
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +15,6 @@ type Store struct {
 	st   Storage
 	feed feed
 	now  func() time.Time // the clock of TrackAccess, for Expire
-
-	// Prepare's work in the background, which Close cancels and waits for.
-	prepMu   sync.Mutex
-	prepping sync.WaitGroup
-	stopPrep []context.CancelFunc
-	closing  bool
 }
 
 // NewStore returns the store over st.
@@ -34,82 +26,8 @@ func (s *Store) Storage() Storage { return s.st }
 // ReadOnly reports whether the store refuses every change.
 func (s *Store) ReadOnly() bool { return s.st.ReadOnly() }
 
-// Close releases the storage, once what Prepare started is over.
-func (s *Store) Close() error {
-	s.prepMu.Lock()
-	s.closing = true
-	for _, stop := range s.stopPrep {
-		stop()
-	}
-	s.stopPrep = nil
-	s.prepMu.Unlock()
-	s.prepping.Wait()
-	return s.st.Close()
-}
-
-// Prepare sets up in the background what the storage's first change would otherwise set
-// up on its way, so that the first change a client makes does not wait for it: for the os
-// backend with the write-ahead log, the history's directories, the log written in advance
-// and made durable, and its flush (see walState.ready). It writes nothing a change would
-// not write, changes no file of the memory, and returns at once; a change that comes
-// meanwhile waits for the part it needs. Storage with nothing to prepare, and a read-only
-// store, do nothing. A failure is dropped: the first change meets it again and reports it.
-//
-// A server calls it once the store is open; a command that makes one change and exits
-// has nothing to gain. done, if not nil, is called when the work is over, with its error
-// (nil also when there was nothing to do; the context's error when Close cut it short).
-func (s *Store) Prepare(done func(error)) {
-	if done == nil {
-		done = func(error) {}
-	}
-	p, ok := s.st.(preparer)
-	if !ok || s.st.ReadOnly() {
-		done(nil)
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.prepMu.Lock()
-	if s.closing {
-		s.prepMu.Unlock()
-		cancel()
-		done(context.Canceled)
-		return
-	}
-	s.stopPrep = append(s.stopPrep, cancel)
-	s.prepping.Add(1)
-	s.prepMu.Unlock()
-	go func() {
-		defer s.prepping.Done()
-		defer cancel()
-		// A server with many tenants prepares their stores a few at a time.
-		select {
-		case prepSlots <- struct{}{}:
-		case <-ctx.Done():
-			done(ctx.Err())
-			return
-		}
-		err := func() (err error) {
-			defer func() {
-				// Nothing waits for this goroutine's panic to be recovered: it would end the
-				// server. The first change meets the same state and reports it.
-				if r := recover(); r != nil {
-					err = fmt.Errorf("panic while preparing the store: %v\n%s", r, debug.Stack())
-				}
-			}()
-			return p.Prepare(ctx)
-		}()
-		<-prepSlots
-		done(err)
-	}()
-}
-
-// prepSlots bounds the stores a process prepares at once.
-var prepSlots = make(chan struct{}, 2)
-
-// preparer is storage that has something to set up before its first change (see Prepare).
-type preparer interface {
-	Prepare(ctx context.Context) error
-}
+// Close releases the storage.
+func (s *Store) Close() error { return s.st.Close() }
 
 // TrackAccess makes the store record when each file is viewed or changed, for Expire; now is
 // the clock (time.Now, or a fake one in tests). Every process that serves or edits the

@@ -111,31 +111,6 @@ func (s *AferoStorage) Close() error {
 	return errors.Join(errs...)
 }
 
-// Prepare makes the write-ahead log ready for the first change (see Store.Prepare): in a
-// write transaction, the history's directories and the log written in advance; after it,
-// the log's first flush, which opens the descriptor flushes keep.
-func (s *AferoStorage) Prepare(ctx context.Context) error {
-	if s.history == nil || s.readOnly {
-		return nil
-	}
-	t, err := s.Begin(ctx, true)
-	if err != nil {
-		return err
-	}
-	tx := t.(*aferoTx)
-	if !s.walOn() { // read under the lock: a change's load rewrites s.history
-		tx.end(false)
-		return nil
-	}
-	w := s.history.wal
-	if err := tx.History().(*historyTx).prepareLog(s.history); err != nil {
-		tx.end(true)
-		return err
-	}
-	tx.end(false)
-	return w.ready(s.fs)
-}
-
 // ReadOnly reports whether the storage refuses every change.
 func (s *AferoStorage) ReadOnly() bool { return s.readOnly }
 

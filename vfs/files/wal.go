@@ -232,62 +232,6 @@ func (w *walState) flushLocked(fsys FS) error {
 	return err
 }
 
-// ready sets up what the first flush would (the log's descriptor) by making that flush
-// now, unless one was made already.
-func (w *walState) ready(fsys FS) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.flushing {
-		w.cond.Wait()
-	}
-	if w.file != nil {
-		return nil
-	}
-	return w.flushLocked(fsys)
-}
-
-// prepareLog makes the log ready for the first record, inside a write transaction
-// (AferoStorage.prepare): the history's directories made, the log written in advance
-// (walChunk of zeros) and both made durable, and the history's log begun with its header
-// line, so that the first change appends and flushes its record as every later one does.
-// It appends no record and no version. A log already that long is left alone, and the
-// store's change counter with it.
-func (ht *historyTx) prepareLog(h *fileHistory) error {
-	w := h.wal
-	if fi, err := ht.fs().Stat(walName); err == nil && fi.Size() >= walChunk {
-		return nil
-	}
-	if _, err := ht.writer(); err != nil { // tells other processes, loads the history
-		return err
-	}
-	f, err := ht.openWAL(h)
-	if err != nil {
-		return err
-	}
-	if w.size < walChunk {
-		newFile := w.size == 0
-		// Zeros past the log's end: whatever records it holds stay as they are.
-		if err := writeZeros(f, w.size, walChunk-w.size); err != nil {
-			w.end = -1
-			w.rec.drop()
-			return err
-		}
-		w.size = walChunk
-		if err := syncFile(f); err != nil { // the zeros and the log's new size
-			return err
-		}
-		if newFile {
-			if err := ht.fs().SyncDir(historyDir); err != nil { // its directory entry too
-				return err
-			}
-		}
-	}
-	if h.offset == 0 {
-		return ht.appendLines(h, false) // the history's log, with its header line
-	}
-	return nil
-}
-
 // flushLog flushes the log's data through a descriptor kept open between flushes (the
 // kernel flushes whatever any descriptor wrote); only the flushing writer calls it. A
 // descriptor of a log removed since (with the history's directory, made again by the
