@@ -372,14 +372,13 @@ func (t *pgTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(name s
 		return vfs.Node{}, pgErr(ctx, err)
 	}
 	// One node per row, skipped ones left out (with everything below them), linked to
-	// their parents; a file's size counts in every directory above it.
+	// their parents.
 	type treeNode struct {
 		vfs.Node
 		kids []*treeNode
 	}
 	root := &treeNode{Node: vfs.Node{Name: p.Base(), Dir: true}}
 	nodes := map[string]*treeNode{"": root}
-	var files []string
 	prefix := p.Name()
 	for rows.Next() {
 		var name string
@@ -394,9 +393,6 @@ func (t *pgTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(name s
 		}
 		n.Name = path.Base(rel)
 		nodes[rel] = &n
-		if !n.Dir {
-			files = append(files, rel)
-		}
 	}
 	if err := rows.Err(); err != nil {
 		return vfs.Node{}, pgErr(ctx, err)
@@ -413,28 +409,22 @@ func (t *pgTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(name s
 			up.kids = append(up.kids, n)
 		}
 	}
-	for _, rel := range files {
-		for dir := path.Dir(rel); ; dir = path.Dir(dir) {
-			if dir == "." {
-				dir = ""
-			}
-			if up := nodes[dir]; up != nil {
-				up.Size += nodes[rel].Size
-			}
-			if dir == "" {
-				break
-			}
-		}
-	}
+	// A directory's size is its files' below it, at any depth; its children are listed
+	// down to depth.
 	var build func(n *treeNode, level int) vfs.Node
 	build = func(n *treeNode, level int) vfs.Node {
 		out := n.Node
-		if !n.Dir || level >= depth {
+		if !n.Dir {
 			return out
 		}
+		out.Size = 0
 		slices.SortFunc(n.kids, func(a, b *treeNode) int { return strings.Compare(a.Name, b.Name) })
 		for _, k := range n.kids {
-			out.Children = append(out.Children, build(k, level+1))
+			c := build(k, level+1)
+			out.Size += c.Size
+			if level < depth {
+				out.Children = append(out.Children, c)
+			}
 		}
 		return out
 	}
