@@ -513,6 +513,11 @@ func TestFlags(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "a")); err != nil {
 		t.Errorf("MEMORY_MCP_ROOT not used: %v", err)
 	}
+	// -stdio-poll is accepted and ignored for a release.
+	stdout.Reset()
+	if code := run(context.Background(), []string{"-stdio-poll", "100us", "exec", `{"command":"view","path":"/memories/a"}`}, e, nil, &stdout, &stderr); code != 0 {
+		t.Errorf("-stdio-poll: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
 
 	stdout.Reset()
 	if code := run(context.Background(), []string{"-version"}, env(nil), nil, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "memory-mcp ") {
