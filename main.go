@@ -193,7 +193,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			}
 			spec := specs[i]
 			spec.ReadOnly = spec.ReadOnly || readOnly
-			one := &tenantSet{open: open, stores: map[string]openedTenant{}, mounts: map[string]openedTenant{}, flagMounts: len(mounted.mounts)}
+			one := newTenantSet(open, len(mounted.mounts))
 			defer one.close()
 			if err := one.load([]server.TenantSpec{spec}); err != nil {
 				fmt.Fprintf(stderr, "memory-mcp: %v\n", err)
@@ -226,7 +226,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer store.Close()
 		expiry = append(expiry, server.ExpiryTarget{Store: store})
 	}
-	ts := &tenantSet{open: open, stores: map[string]openedTenant{}, mounts: map[string]openedTenant{}, flagMounts: len(mounted.mounts)}
+	ts := newTenantSet(open, len(mounted.mounts))
 	defer ts.close()
 	if specs != nil {
 		if err := ts.load(specs); err != nil {

@@ -24,6 +24,10 @@ type tenantSet struct {
 	retired []*vfs.Store
 }
 
+func newTenantSet(open func(string, bool, bool, ...handlers.Mount) (*handlers.Memory, *vfs.Store, string, error), flagMounts int) *tenantSet {
+	return &tenantSet{open: open, flagMounts: flagMounts, stores: map[string]openedTenant{}, mounts: map[string]openedTenant{}}
+}
+
 type openedTenant struct {
 	readOnly bool
 	mounts   string // the tenant's mounts, as the tenants file gave them

@@ -101,15 +101,16 @@ func New(h *handlers.Memory, cfg Config) *Server {
 		}
 	})
 	// The instructions name the mounts of the memory the session works on.
-	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
-		if h := s.handlersFor(ctx); h != nil && res.Instructions != "" {
-			res.Instructions += MountInstructions(h)
+	nameMounts := func(ctx context.Context, instructions *string) {
+		if h := s.handlersFor(ctx); h != nil && *instructions != "" {
+			*instructions += MountInstructions(h)
 		}
+	}
+	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
+		nameMounts(ctx, &res.Instructions)
 	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
-		if h := s.handlersFor(ctx); h != nil && res.Instructions != "" {
-			res.Instructions += MountInstructions(h)
-		}
+		nameMounts(ctx, &res.Instructions)
 	})
 	s.notify = newNotifier(s)
 	s.notify.hooks(hooks)

@@ -3,10 +3,14 @@ package server
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // stdioLine is a line the server wrote, with the time the test read it.
@@ -56,5 +60,28 @@ func awaitAnswer(t *testing.T, lines <-chan stdioLine, id string, other func(std
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no answer to %s", id)
 		}
+	}
+}
+
+// The instructions name the memory's mounts in server/discover's answer as in initialize's.
+func TestDiscoverNamesTheMounts(t *testing.T) {
+	team := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.ReadOnly())
+	mem := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), handlers.WithMounts(handlers.Mount{Name: "team", Memory: team}))
+	s := New(mem, Config{Version: "test"})
+	inR, inW := io.Pipe()
+	lines, done := serveStdioTest(s, inR)
+	for id, request := range []string{
+		`"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`,
+		`"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`,
+	} {
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,%s}`+"\n", id+1, request)
+		answer := awaitAnswer(t, lines, fmt.Sprint(id+1), func(stdioLine) {})
+		if !strings.Contains(answer.text, `MEMORY STORES`) || !strings.Contains(answer.text, `- /memories/team (read-only`) {
+			t.Errorf("the instructions do not name the mount: %.600s", answer.text)
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
