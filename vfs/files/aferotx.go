@@ -1,12 +1,12 @@
 package files
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"slices"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
@@ -92,6 +92,23 @@ func (tx *aferoTx) jail(p vfs.Path, last bool) error {
 	return nil
 }
 
+// enter starts an operation on ps: each passes the jail, ctx is not done, and for a
+// change, beforeChange has run.
+func (tx *aferoTx) enter(ctx context.Context, change, last bool, ps ...vfs.Path) error {
+	for _, p := range ps {
+		if err := tx.jail(p, last); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if change {
+		return tx.beforeChange()
+	}
+	return nil
+}
+
 // beforeChange runs once before a transaction's first change: it tells other processes
 // that the storage is changing before anything is touched, so that even a crash half-way
 // leaves them knowing their caches are stale.
@@ -114,10 +131,7 @@ func (tx *aferoTx) beforeChange() error {
 // anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
 // that points outside. A path that runs through a file reports IsNotExist.
 func (tx *aferoTx) Stat(ctx context.Context, p vfs.Path) (vfs.Entry, error) {
-	if err := tx.jail(p, true); err != nil {
-		return vfs.Entry{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := tx.enter(ctx, false, true, p); err != nil {
 		return vfs.Entry{}, err
 	}
 	name := p.Name()
@@ -139,10 +153,7 @@ func (tx *aferoTx) Stat(ctx context.Context, p vfs.Path) (vfs.Entry, error) {
 
 // ReadFile returns the content of the file at p.
 func (tx *aferoTx) ReadFile(ctx context.Context, p vfs.Path) ([]byte, error) {
-	if err := tx.jail(p, true); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := tx.enter(ctx, false, true, p); err != nil {
 		return nil, err
 	}
 	data, err := readRegular(tx.s.fs, p.Name(), p.String())
@@ -155,10 +166,7 @@ func (tx *aferoTx) ReadFile(ctx context.Context, p vfs.Path) ([]byte, error) {
 // OpenFile opens the regular file at p for reading, so that a large file can be read in
 // pieces (see Tx.Open).
 func (tx *aferoTx) OpenFile(ctx context.Context, p vfs.Path) (io.ReadCloser, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := tx.jail(p, true); err != nil {
+	if err := tx.enter(ctx, false, true, p); err != nil {
 		return nil, err
 	}
 	f, err := tx.s.fs.Open(p.Name())
@@ -187,30 +195,18 @@ func readRegular(fsys FS, name, display string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "read", Path: display, Err: vfs.ErrNotRegular}
 	}
-	// One allocation of the right size; the +1 lets ReadAll see EOF without growing.
-	buf := make([]byte, 0, fi.Size()+1)
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, 4096)
-		}
+	var buf bytes.Buffer
+	buf.Grow(int(fi.Size()) + bytes.MinRead) // room for the whole file and the read that sees EOF
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, err
 	}
+	return buf.Bytes(), nil
 }
 
 // List returns the entries of the directory at p, sorted by name in byte order, without the
 // server's bookkeeping files, described without following links.
 func (tx *aferoTx) List(ctx context.Context, p vfs.Path) ([]vfs.Entry, error) {
-	if err := tx.jail(p, true); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := tx.enter(ctx, false, true, p); err != nil {
 		return nil, err
 	}
 	d, err := tx.s.fs.OpenDir(p.Name())
@@ -228,13 +224,7 @@ func (tx *aferoTx) List(ctx context.Context, p vfs.Path) ([]vfs.Entry, error) {
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
 func (tx *aferoTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error {
-	if err := tx.jail(p, true); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tx.beforeChange(); err != nil {
+	if err := tx.enter(ctx, true, true, p); err != nil {
 		return err
 	}
 	var was int64
@@ -257,13 +247,7 @@ func (tx *aferoTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error
 // CreateFile creates a new file at p with data as its content, creating missing parent
 // directories; it fails with fs.ErrExist if p exists, and never replaces anything.
 func (tx *aferoTx) CreateFile(ctx context.Context, p vfs.Path, data []byte) error {
-	if err := tx.jail(p, true); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tx.beforeChange(); err != nil {
+	if err := tx.enter(ctx, true, true, p); err != nil {
 		return err
 	}
 	undo, err := tx.mkdirParents(p)
@@ -306,13 +290,7 @@ func (tx *aferoTx) mkdirParents(p vfs.Path) (undo func(), err error) {
 
 // RemoveAll deletes the file or directory at p with everything below it.
 func (tx *aferoTx) RemoveAll(ctx context.Context, p vfs.Path) error {
-	if err := tx.jail(p, false); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tx.beforeChange(); err != nil {
+	if err := tx.enter(ctx, true, false, p); err != nil {
 		return err
 	}
 	size, err := tx.sizeOf(ctx, p.Name())
@@ -329,13 +307,7 @@ func (tx *aferoTx) RemoveAll(ctx context.Context, p vfs.Path) error {
 
 // RemoveDir deletes the directory at p if nothing is in it.
 func (tx *aferoTx) RemoveDir(ctx context.Context, p vfs.Path) error {
-	if err := tx.jail(p, false); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tx.beforeChange(); err != nil {
+	if err := tx.enter(ctx, true, false, p); err != nil {
 		return err
 	}
 	if err := tx.s.fs.Remove(p.Name()); err != nil {
@@ -348,13 +320,7 @@ func (tx *aferoTx) RemoveDir(ctx context.Context, p vfs.Path) error {
 // newp exists; the check and the move are one step, so a concurrent create is never
 // overwritten.
 func (tx *aferoTx) Rename(ctx context.Context, oldp, newp vfs.Path) error {
-	if err := errors.Join(tx.jail(oldp, false), tx.jail(newp, false)); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tx.beforeChange(); err != nil {
+	if err := tx.enter(ctx, true, false, oldp, newp); err != nil {
 		return err
 	}
 	undo, err := tx.mkdirParents(newp)
