@@ -82,15 +82,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintf(stdout, "The database's schema is at version %d.\n", version)
 		return 0
 	}
-	log := newLogger(c, stderr)
 
 	var specs []server.TenantSpec
 	if c.tenants != "" {
-		data, err := os.ReadFile(c.tenants)
-		if err == nil {
-			specs, err = server.ParseTenants(data)
-		}
-		if err != nil {
+		if specs, err = readTenants(c.tenants); err != nil {
 			fmt.Fprintf(stderr, "memory-mcp: -tenants: %v\n", err)
 			return 2
 		}
@@ -105,128 +100,161 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		defer c.pg.Close() // after the stores, which are closed by deferred calls made later
 	}
-	limits := handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes}
-	// memoryOf is the memory over a store opened for it: access tracked, the server's
-	// limits and options.
-	memoryOf := func(store *vfs.Store, memoryBackend, readOnly bool, more ...handlers.Option) (*handlers.Memory, error) {
-		// Every process that uses the storage records access (a read-only one records
-		// nothing), so that expiry, in whichever process runs it, counts them all. Memory
-		// is this process's alone: there, only expiry needs the record.
-		if !memoryBackend || c.expireAfter > 0 {
-			if err := store.TrackAccess(time.Now); err != nil {
-				return nil, err
-			}
-		}
-		opts := []handlers.Option{handlers.Timeout(c.callTimeout)}
-		if readOnly {
-			opts = append(opts, handlers.ReadOnly())
-		}
-		if c.secrets == "off" {
-			opts = append(opts, handlers.AllowSecrets())
-		}
-		return handlers.New(store, limits, append(opts, more...)...), nil
-	}
-	mounted := &openedMounts{}
-	defer mounted.close()
-	// open opens the memory of a storage directory (a tenant's, or "" for the server's)
-	// with the mounts of the flags and more; with plain, without any (a tenant's mount).
-	open := func(sub string, readOnly, plain bool, more ...handlers.Mount) (*handlers.Memory, *vfs.Store, string, error) {
-		readOnly = readOnly || c.readOnly
-		store, where, err := openStore(c, sub, readOnly, getenv)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		mounts := append(slices.Clone(mounted.mounts), more...)
-		if plain {
-			mounts = nil
-		}
-		seen := map[string]bool{}
-		for _, m := range mounts {
-			if seen[m.Name] {
-				store.Close()
-				return nil, nil, "", fmt.Errorf("two mounts named %s (the flags' and the tenants file's)", m.Name)
-			}
-			seen[m.Name] = true
-		}
-		h, err := memoryOf(store, c.backend == "memory", readOnly, handlers.WithMounts(mounts...))
-		if err != nil {
-			store.Close()
-			return nil, nil, "", err
-		}
-		if len(mounts) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := h.CheckMounts(ctx); err != nil {
-				store.Close()
-				return nil, nil, "", err
-			}
-		}
-		return h, store, where, nil
-	}
-	if err := mounted.open(c, c.mounts, func(store *vfs.Store, m mountSpec) (*handlers.Memory, error) {
+	p := &program{c: c, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, log: newLogger(c, stderr),
+		limits: handlers.Limits{MaxViewChars: c.maxViewChars, MaxFileBytes: c.maxFileBytes, MaxStoreBytes: c.maxStoreBytes}}
+	defer p.mounted.close()
+	if err := p.mounted.open(c, c.mounts, func(store *vfs.Store, m mountSpec) (*handlers.Memory, error) {
 		kind, _ := m.kind()
-		return memoryOf(store, kind == "memory", m.readOnly || c.readOnly)
+		return p.memoryOf(store, kind == "memory", m.readOnly || c.readOnly)
 	}); err != nil {
 		fmt.Fprintf(stderr, "memory-mcp: %v\n", err)
 		return 1
 	}
+	if len(rest) > 0 {
+		return p.subcommand(ctx, rest, specs)
+	}
+	return p.serve(ctx, specs)
+}
+
+// program is one run's configuration and the mounts of its flags; its methods open a
+// memory the same way for the server, its tenants and a subcommand.
+type program struct {
+	c              *config
+	getenv         func(string) string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            zerolog.Logger
+	limits         handlers.Limits
+	mounted        openedMounts
+}
+
+func readTenants(name string) ([]server.TenantSpec, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return server.ParseTenants(data)
+}
+
+// memoryOf is the memory over a store opened for it: access tracked, the server's limits
+// and options.
+func (p *program) memoryOf(store *vfs.Store, memoryBackend, readOnly bool, more ...handlers.Option) (*handlers.Memory, error) {
+	// Every process that uses the storage records access (a read-only one records nothing),
+	// so that expiry, in whichever process runs it, counts them all. Memory is this
+	// process's alone: there, only expiry needs the record.
+	if !memoryBackend || p.c.expireAfter > 0 {
+		if err := store.TrackAccess(time.Now); err != nil {
+			return nil, err
+		}
+	}
+	opts := []handlers.Option{handlers.Timeout(p.c.callTimeout)}
+	if readOnly {
+		opts = append(opts, handlers.ReadOnly())
+	}
+	if p.c.secrets == "off" {
+		opts = append(opts, handlers.AllowSecrets())
+	}
+	return handlers.New(store, p.limits, append(opts, more...)...), nil
+}
+
+// open opens the memory of a storage directory (a tenant's, or "" for the server's) with
+// the mounts of the flags and more; with plain, without any (a tenant's mount).
+func (p *program) open(sub string, readOnly, plain bool, more ...handlers.Mount) (*handlers.Memory, *vfs.Store, string, error) {
+	readOnly = readOnly || p.c.readOnly
+	store, where, err := openStore(p.c, sub, readOnly, p.getenv)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	mounts := append(slices.Clone(p.mounted.mounts), more...)
+	if plain {
+		mounts = nil
+	}
+	seen := map[string]bool{}
+	for _, m := range mounts {
+		if seen[m.Name] {
+			store.Close()
+			return nil, nil, "", fmt.Errorf("two mounts named %s (the flags' and the tenants file's)", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	h, err := p.memoryOf(store, p.c.backend == "memory", readOnly, handlers.WithMounts(mounts...))
+	if err != nil {
+		store.Close()
+		return nil, nil, "", err
+	}
+	if len(mounts) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := h.CheckMounts(ctx); err != nil {
+			store.Close()
+			return nil, nil, "", err
+		}
+	}
+	return h, store, where, nil
+}
+
+// subcommand runs a subcommand on one memory: the server's, or the -tenant's.
+func (p *program) subcommand(ctx context.Context, rest []string, specs []server.TenantSpec) int {
+	c, stderr := p.c, p.stderr
+	readOnly := historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact" || rest[0] == "export"
+	var (
+		h     *handlers.Memory
+		store *vfs.Store
+		where string
+	)
+	if c.tenant != "" {
+		// The tenant's memory as the server opens it, mounts and all.
+		i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
+		if i < 0 {
+			fmt.Fprintf(stderr, "memory-mcp: no tenant %q in %s\n", c.tenant, c.tenants)
+			return 2
+		}
+		spec := specs[i]
+		spec.ReadOnly = spec.ReadOnly || readOnly
+		one := newTenantSet(p.open, len(p.mounted.mounts))
+		defer one.close()
+		if err := one.load([]server.TenantSpec{spec}); err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: %v\n", err)
+			return 1
+		}
+		o := one.stores[spec.Dir]
+		h, store, where = o.h, o.store, o.where
+	} else {
+		var err error
+		if h, store, where, err = p.open("", readOnly, false); err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
+			return 1
+		}
+		defer store.Close()
+	}
+	switch {
+	case transferCommands[rest[0]]:
+		if i := slices.IndexFunc(p.mounted.mounts, func(m handlers.Mount) bool { return m.Name == c.sub.mount }); i >= 0 {
+			h, store, where = p.mounted.mounts[i].Memory, p.mounted.stores[i], "the store mounted at /memories/"+c.sub.mount
+		}
+		return runTransfer(ctx, c, h, store, where, rest, p.stdin, p.stdout, stderr)
+	case rest[0] == "exec":
+		return execOne(ctx, h, rest[1], p.stdin, p.stdout, stderr)
+	case rest[0] == "ui":
+		return serveUI(ctx, c, h, p.log, p.stdout, stderr)
+	}
+	return runHistory(ctx, c, h, rest, p.stdout, stderr)
+}
+
+// serve serves the memory, or the tenants' memories, until ctx is done or the client goes.
+func (p *program) serve(ctx context.Context, specs []server.TenantSpec) int {
+	c, log, stderr := p.c, p.log, p.stderr
 	var (
 		h      *handlers.Memory
 		where  string
 		expiry []server.ExpiryTarget
 	)
-	for i, m := range mounted.mounts {
+	for i, m := range p.mounted.mounts {
 		if !m.Memory.ReadOnlyStore() {
-			expiry = append(expiry, server.ExpiryTarget{Store: mounted.stores[i]})
+			expiry = append(expiry, server.ExpiryTarget{Store: p.mounted.stores[i]})
 		}
 	}
-	if len(rest) > 0 {
-		// A subcommand works on one memory: the server's, or the -tenant's.
-		readOnly := historyCommands[rest[0]] && rest[0] != "restore" && rest[0] != "redact" || rest[0] == "export"
-		var store *vfs.Store
-		if c.tenant != "" {
-			// The tenant's memory as the server opens it, mounts and all.
-			i := slices.IndexFunc(specs, func(s server.TenantSpec) bool { return s.Name == c.tenant })
-			if i < 0 {
-				fmt.Fprintf(stderr, "memory-mcp: no tenant %q in %s\n", c.tenant, c.tenants)
-				return 2
-			}
-			spec := specs[i]
-			spec.ReadOnly = spec.ReadOnly || readOnly
-			one := newTenantSet(open, len(mounted.mounts))
-			defer one.close()
-			if err := one.load([]server.TenantSpec{spec}); err != nil {
-				fmt.Fprintf(stderr, "memory-mcp: %v\n", err)
-				return 1
-			}
-			o := one.stores[spec.Dir]
-			h, store, where = o.h, o.store, o.where
-		} else {
-			if h, store, where, err = open("", readOnly, false); err != nil {
-				fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
-				return 1
-			}
-			defer store.Close()
-		}
-		if transferCommands[rest[0]] {
-			if i := slices.IndexFunc(mounted.mounts, func(m handlers.Mount) bool { return m.Name == c.sub.mount }); i >= 0 {
-				h, store, where = mounted.mounts[i].Memory, mounted.stores[i], "the store mounted at /memories/"+c.sub.mount
-			}
-			return runTransfer(ctx, c, h, store, where, rest, stdin, stdout, stderr)
-		}
-		specs = nil
-	} else if specs == nil {
-		var store *vfs.Store
-		var err error
-		h, store, where, err = open("", false, false)
-		if err != nil {
-			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
-			return 1
-		}
-		defer store.Close()
-		expiry = append(expiry, server.ExpiryTarget{Store: store})
-	}
-	ts := newTenantSet(open, len(mounted.mounts))
+	ts := newTenantSet(p.open, len(p.mounted.mounts))
 	defer ts.close()
 	if specs != nil {
 		if err := ts.load(specs); err != nil {
@@ -234,17 +262,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return 1
 		}
 		where = fmt.Sprintf("%d tenants", len(specs))
-	}
-	expiryTargets := func() []server.ExpiryTarget { return append(expiry, ts.expiry()...) }
-
-	if len(rest) > 0 && rest[0] == "exec" {
-		return execOne(ctx, h, rest[1], stdin, stdout, stderr)
-	}
-	if len(rest) > 0 && rest[0] == "ui" {
-		return serveUI(ctx, c, h, log, stdout, stderr)
-	}
-	if len(rest) > 0 {
-		return runHistory(ctx, c, h, rest, stdout, stderr)
+	} else {
+		var store *vfs.Store
+		var err error
+		if h, store, where, err = p.open("", false, false); err != nil {
+			fmt.Fprintf(stderr, "memory-mcp: cannot open the memory store: %v\n", err)
+			return 1
+		}
+		defer store.Close()
+		expiry = append(expiry, server.ExpiryTarget{Store: store})
 	}
 	if c.expireAfter > 0 {
 		// The loop must be over before the deferred Closes above run, also when the server
@@ -253,7 +279,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			server.RunExpiry(expiryCtx, expiryTargets, c.expireAfter, c.expireDryRun, log)
+			targets := func() []server.ExpiryTarget { return append(expiry, ts.expiry()...) }
+			server.RunExpiry(expiryCtx, targets, c.expireAfter, c.expireDryRun, log)
 		}()
 		defer func() { stopExpiry(); <-done }()
 	}
@@ -276,11 +303,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer signal.Stop(hup)
 		go func() {
 			for range hup {
-				data, err := os.ReadFile(c.tenants)
-				var specs []server.TenantSpec
-				if err == nil {
-					specs, err = server.ParseTenants(data)
-				}
+				specs, err := readTenants(c.tenants)
 				if err == nil {
 					err = ts.load(specs)
 				}
@@ -295,49 +318,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log.Info().Str("transport", c.transport).Str("backend", c.backend).Str("store", where).Str("tools", c.tools).Str("version", buildVersion()).Msg("memory-mcp starting")
 
+	var err error
 	if c.transport == "stdio" {
-		if f, ok := stdin.(*os.File); ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
+		if f, ok := p.stdin.(*os.File); ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
 			// A person started it in a terminal: what it waits for is not obvious.
 			fmt.Fprintf(stderr, "memory-mcp is waiting for an MCP client on stdin (clients start it themselves: see the README); its memory is %s. Try memory-mcp -help for the flags and commands, or memory-mcp ui to see the memory in a browser. Ctrl+C stops it.\n", where)
 		}
-		err = srv.ServeStdio(ctx, stdin, stdout, c.maxLineBytes)
-	} else {
-		var ln net.Listener
-		ln, err = net.Listen("tcp", c.addr)
-		if err != nil {
-			fmt.Fprintf(stderr, "memory-mcp: cannot listen on %s: %v\n", c.addr, err)
-			return 1
-		}
-		path := "/mcp"
-		if c.transport == "sse" {
-			path = "/sse"
-		}
-		log.Info().Str("addr", ln.Addr().String()).Str("url", "http://"+ln.Addr().String()+path).Msg("listening")
-		limits := server.DefaultLimits()
-		limits.Requests, limits.PerTenant, limits.RequestBytes = c.maxInflight, max(1, c.maxInflight/4), c.maxInflightBytes
-		limits.Queue, limits.QueuePerTenant, limits.Wait = c.maxQueue, max(1, c.maxQueue/2), c.queueWait
-		limits.SmallRequests = limits.Requests + limits.Queue + 64
-		sessions := server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant}
-		if c.pg != nil {
-			// Replicas on one database share their sessions: no sticky routing needed.
-			kctx, cancel := context.WithTimeout(ctx, time.Minute)
-			sessions.Key, err = c.pg.Sessions().Key(kctx)
-			cancel()
-			if err != nil {
-				ln.Close()
-				fmt.Fprintf(stderr, "memory-mcp: cannot read the session key from the database: %v\n", err)
-				return 1
-			}
-			sessions.Store = c.pg.Sessions()
-		}
-		err = srv.ServeHTTP(ctx, server.HTTPOptions{
-			Transport: c.transport, Listener: ln, MaxRequestBytes: c.maxRequestBytes,
-			Limits:         limits,
-			Sessions:       sessions,
-			AllowedOrigins: splitList(c.allowedOrigins, "/"),
-			AllowedHosts:   splitList(c.allowedHosts, ""),
-			UI:             c.ui,
-		})
+		err = srv.ServeStdio(ctx, p.stdin, p.stdout, c.maxLineBytes)
+	} else if err = p.serveHTTP(ctx, srv); errors.Is(err, errNotStarted) {
+		return 1
 	}
 	if err != nil {
 		log.Error().Err(err).Msg("server stopped with an error")
@@ -345,6 +334,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log.Info().Msg("memory-mcp stopped")
 	return 0
+}
+
+// errNotStarted: serveHTTP could not start, and said why on stderr.
+var errNotStarted = errors.New("not started")
+
+// serveHTTP serves srv over the flags' HTTP transport.
+func (p *program) serveHTTP(ctx context.Context, srv *server.Server) error {
+	c := p.c
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		fmt.Fprintf(p.stderr, "memory-mcp: cannot listen on %s: %v\n", c.addr, err)
+		return errNotStarted
+	}
+	path := "/mcp"
+	if c.transport == "sse" {
+		path = "/sse"
+	}
+	p.log.Info().Str("addr", ln.Addr().String()).Str("url", "http://"+ln.Addr().String()+path).Msg("listening")
+	limits := server.DefaultLimits()
+	limits.Requests, limits.PerTenant, limits.RequestBytes = c.maxInflight, max(1, c.maxInflight/4), c.maxInflightBytes
+	limits.Queue, limits.QueuePerTenant, limits.Wait = c.maxQueue, max(1, c.maxQueue/2), c.queueWait
+	limits.SmallRequests = limits.Requests + limits.Queue + 64
+	sessions := server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant}
+	if c.pg != nil {
+		// Replicas on one database share their sessions: no sticky routing needed.
+		kctx, cancel := context.WithTimeout(ctx, time.Minute)
+		sessions.Key, err = c.pg.Sessions().Key(kctx)
+		cancel()
+		if err != nil {
+			ln.Close()
+			fmt.Fprintf(p.stderr, "memory-mcp: cannot read the session key from the database: %v\n", err)
+			return errNotStarted
+		}
+		sessions.Store = c.pg.Sessions()
+	}
+	return srv.ServeHTTP(ctx, server.HTTPOptions{
+		Transport: c.transport, Listener: ln, MaxRequestBytes: c.maxRequestBytes,
+		Limits:         limits,
+		Sessions:       sessions,
+		AllowedOrigins: splitList(c.allowedOrigins, "/"),
+		AllowedHosts:   splitList(c.allowedHosts, ""),
+		UI:             c.ui,
+	})
 }
 
 func newLogger(c *config, stderr io.Writer) zerolog.Logger {
