@@ -162,22 +162,13 @@ func (m *MemFs) Remove(name string) error {
 		return err
 	}
 	if fi.IsDir() {
-		if names, err := m.readdirnames(name); err != nil {
+		if names, err := m.children(name); err != nil {
 			return err
 		} else if len(names) > 0 {
 			return pathErr("remove", name, syscall.ENOTEMPTY)
 		}
 	}
 	return m.fs.Remove(name)
-}
-
-func (m *MemFs) readdirnames(name string) ([]string, error) {
-	d, err := m.fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.Readdirnames(-1)
 }
 
 // RemoveAll removes a path and everything below it; a missing path is not an error.
