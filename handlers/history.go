@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,86 +264,9 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 		if err != nil {
 			return err
 		}
-		want := vfs.ChangedSince(vs, p.String(), seq)
-		paths := make([]string, 0, len(want))
-		for q := range want {
-			paths = append(paths, q)
-		}
-		slices.Sort(paths)
-		type step struct {
-			p    vfs.Path
-			data []byte
-			old  int64 // size now (0: absent)
-			now  bool  // exists now
-		}
-		var deletes, writes []step
-		var usage int64
-		for _, q := range paths {
-			vp, err := vfs.Resolve(q)
-			if err != nil || vp.String() != q {
-				// Only a history written by hand or by an older import holds one.
-				return refuse("the history names %s, which is not a valid memory path: nothing was restored", strconv.Quote(q))
-			}
-			w := want[q]
-			cur, err := tx.Stat(vp)
-			exists := err == nil
-			if err != nil && !vfs.IsNotExist(err) {
-				return err
-			}
-			if exists && !cur.IsRegular() {
-				if !w.Exists && cur.IsDir() {
-					continue // a directory now where a file was deleted: its files are listed too
-				}
-				return refuse("%s is not a regular file now: move it away, then restore", q)
-			}
-			var data []byte
-			if exists {
-				if data, err = tx.ReadFile(vp); err != nil {
-					return err
-				}
-			}
-			switch {
-			case !w.Exists && exists:
-				deletes = append(deletes, step{p: vp, old: int64(len(data)), now: true})
-			case w.Exists && exists && !w.Redacted && vfs.DigestOf(data) == w.SHA256:
-				// Already as it was: not touched.
-			case w.Exists:
-				old, err := content(tx, w, q, seq)
-				if err != nil {
-					return err
-				}
-				if int64(len(old)) > h.limits.MaxFileBytes && len(old) > len(data) {
-					return refuse("%s would be %d bytes, over the limit of %d bytes per memory file", q, len(old), h.limits.MaxFileBytes)
-				}
-				if !exists {
-					// A file where one of its directories must be is in the way, unless
-					// the restore deletes it.
-					blocker, err := fileAncestor(tx, vp)
-					if err != nil {
-						return err
-					}
-					if w, listed := want[blocker]; blocker != "" && !(listed && !w.Exists) {
-						return refuse("%s cannot be restored: %s is a file now, where its directory was", q, blocker)
-					}
-				}
-				writes = append(writes, step{p: vp, data: old, old: int64(len(data)), now: exists})
-			}
-		}
-		if len(deletes)+len(writes) == 0 {
-			return nil
-		}
-		if usage, err = tx.Usage(); err != nil {
+		deletes, writes, err := h.planRestore(tx, p, seq, vfs.ChangedSince(vs, p.String(), seq))
+		if err != nil || len(deletes)+len(writes) == 0 {
 			return err
-		}
-		total := usage
-		for _, s := range deletes {
-			total -= s.old
-		}
-		for _, s := range writes {
-			total += int64(len(s.data)) - s.old
-		}
-		if total > h.limits.MaxStoreBytes && total > usage {
-			return refuse("the restore would bring the memory store to %d bytes, over its limit of %d bytes", total, h.limits.MaxStoreBytes)
 		}
 		for _, s := range deletes {
 			if err := tx.RemoveAll(s.p); err != nil {
@@ -377,6 +301,89 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 		res.Version = batch.Version
 	}
 	return res, err
+}
+
+// restoreStep is one file a restore deletes or writes.
+type restoreStep struct {
+	p    vfs.Path
+	data []byte
+	old  int64 // size now (0: absent)
+	now  bool  // exists now
+}
+
+// planRestore returns what bringing the files of want (below p) back to their states after
+// version seq deletes and writes, in path order, or the refusal that keeps it from
+// changing anything: a path in the way, or a limit it would break.
+func (h *Memory) planRestore(tx *vfs.Tx, p vfs.Path, seq uint64, want map[string]vfs.FileState) (deletes, writes []restoreStep, err error) {
+	for _, q := range slices.Sorted(maps.Keys(want)) {
+		vp, err := vfs.Resolve(q)
+		if err != nil || vp.String() != q {
+			// Only a history written by hand or by an older import holds one.
+			return nil, nil, refuse("the history names %s, which is not a valid memory path: nothing was restored", strconv.Quote(q))
+		}
+		w := want[q]
+		cur, err := tx.Stat(vp)
+		exists := err == nil
+		if err != nil && !vfs.IsNotExist(err) {
+			return nil, nil, err
+		}
+		if exists && !cur.IsRegular() {
+			if !w.Exists && cur.IsDir() {
+				continue // a directory now where a file was deleted: its files are listed too
+			}
+			return nil, nil, refuse("%s is not a regular file now: move it away, then restore", q)
+		}
+		var data []byte
+		if exists {
+			if data, err = tx.ReadFile(vp); err != nil {
+				return nil, nil, err
+			}
+		}
+		switch {
+		case !w.Exists && exists:
+			deletes = append(deletes, restoreStep{p: vp, old: int64(len(data)), now: true})
+		case w.Exists && exists && !w.Redacted && vfs.DigestOf(data) == w.SHA256:
+			// Already as it was: not touched.
+		case w.Exists:
+			old, err := content(tx, w, q, seq)
+			if err != nil {
+				return nil, nil, err
+			}
+			if int64(len(old)) > h.limits.MaxFileBytes && len(old) > len(data) {
+				return nil, nil, refuse("%s would be %d bytes, over the limit of %d bytes per memory file", q, len(old), h.limits.MaxFileBytes)
+			}
+			if !exists {
+				// A file where one of its directories must be is in the way, unless the
+				// restore deletes it.
+				blocker, err := fileAncestor(tx, vp)
+				if err != nil {
+					return nil, nil, err
+				}
+				if w, listed := want[blocker]; blocker != "" && !(listed && !w.Exists) {
+					return nil, nil, refuse("%s cannot be restored: %s is a file now, where its directory was", q, blocker)
+				}
+			}
+			writes = append(writes, restoreStep{p: vp, data: old, old: int64(len(data)), now: exists})
+		}
+	}
+	if len(deletes)+len(writes) == 0 {
+		return nil, nil, nil
+	}
+	usage, err := tx.Usage()
+	if err != nil {
+		return nil, nil, err
+	}
+	total := usage
+	for _, s := range deletes {
+		total -= s.old
+	}
+	for _, s := range writes {
+		total += int64(len(s.data)) - s.old
+	}
+	if total > h.limits.MaxStoreBytes && total > usage {
+		return nil, nil, refuse("the restore would bring the memory store to %d bytes, over its limit of %d bytes", total, h.limits.MaxStoreBytes)
+	}
+	return deletes, writes, nil
 }
 
 // Redact purges the content that version seq gave the file at path from the history: the
