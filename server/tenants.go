@@ -93,7 +93,7 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 			t.Dir = t.Name
 		}
 		t.Dir = filepath.Clean(t.Dir)
-		if t.Dir == "." || !filepath.IsLocal(t.Dir) || slices.ContainsFunc(strings.Split(filepath.ToSlash(t.Dir), "/"), vfs.IsBookkeeping) {
+		if !insideStorage(t.Dir) {
 			return nil, fmt.Errorf("tenant %s: dir %q must be a directory inside the storage, not the storage itself nor the server's own files", t.Name, t.Dir)
 		}
 		for _, seen := range []struct {
@@ -108,7 +108,7 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 		}
 		key := dirKey(t.Dir)
 		for other, name := range dirs {
-			if key == other || strings.HasPrefix(key, other+"/") || strings.HasPrefix(other, key+"/") {
+			if nest(key, other) {
 				return nil, fmt.Errorf("tenants %s and %s: directories %q and %q are the same or nest: each tenant needs its own, apart from the others", name, t.Name, dirsShown[other], t.Dir)
 			}
 		}
@@ -122,7 +122,7 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 			}
 			mountNames[m.Name] = true
 			m.Dir = filepath.Clean(m.Dir)
-			if m.Dir == "." || !filepath.IsLocal(m.Dir) || slices.ContainsFunc(strings.Split(filepath.ToSlash(m.Dir), "/"), vfs.IsBookkeeping) {
+			if !insideStorage(m.Dir) {
 				return nil, fmt.Errorf("tenant %s: mount %s: dir %q must be a directory inside the storage, not the storage itself nor the server's own files", t.Name, m.Name, m.Dir)
 			}
 		}
@@ -132,13 +132,24 @@ func ParseTenants(data []byte) ([]TenantSpec, error) {
 		for _, m := range t.Mounts {
 			key := dirKey(m.Dir)
 			for other, name := range dirs {
-				if key == other || strings.HasPrefix(key, other+"/") || strings.HasPrefix(other, key+"/") {
+				if nest(key, other) {
 					return nil, fmt.Errorf("tenant %s: mount %s: directory %q is tenant %s's memory or nests with it (%q): a mount needs a directory of its own", t.Name, m.Name, m.Dir, name, dirsShown[other])
 				}
 			}
 		}
 	}
 	return file.Tenants, nil
+}
+
+// insideStorage reports whether dir (cleaned) is a directory inside the storage: not the
+// storage itself, and not the server's own files.
+func insideStorage(dir string) bool {
+	return dir != "." && filepath.IsLocal(dir) && !slices.ContainsFunc(strings.Split(filepath.ToSlash(dir), "/"), vfs.IsBookkeeping)
+}
+
+// nest reports whether two directory keys are the same or one holds the other.
+func nest(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
 // foldsCase is whether the storage's filesystem takes names that differ only in case for
