@@ -325,8 +325,13 @@ func (p *program) serve(ctx context.Context, specs []server.TenantSpec) int {
 			fmt.Fprintf(stderr, "memory-mcp is waiting for an MCP client on stdin (clients start it themselves: see the README); its memory is %s. Try memory-mcp -help for the flags and commands, or memory-mcp ui to see the memory in a browser. Ctrl+C stops it.\n", where)
 		}
 		err = srv.ServeStdio(ctx, p.stdin, p.stdout, c.maxLineBytes)
-	} else if err = p.serveHTTP(ctx, srv); errors.Is(err, errNotStarted) {
-		return 1
+	} else {
+		opts, lerr := p.listen(ctx)
+		if lerr != nil {
+			fmt.Fprintf(stderr, "memory-mcp: %v\n", lerr)
+			return 1
+		}
+		err = srv.ServeHTTP(ctx, opts)
 	}
 	if err != nil {
 		log.Error().Err(err).Msg("server stopped with an error")
@@ -336,16 +341,12 @@ func (p *program) serve(ctx context.Context, specs []server.TenantSpec) int {
 	return 0
 }
 
-// errNotStarted: serveHTTP could not start, and said why on stderr.
-var errNotStarted = errors.New("not started")
-
-// serveHTTP serves srv over the flags' HTTP transport.
-func (p *program) serveHTTP(ctx context.Context, srv *server.Server) error {
+// listen listens on the flags' address and returns the HTTP transport's options.
+func (p *program) listen(ctx context.Context) (server.HTTPOptions, error) {
 	c := p.c
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		fmt.Fprintf(p.stderr, "memory-mcp: cannot listen on %s: %v\n", c.addr, err)
-		return errNotStarted
+		return server.HTTPOptions{}, fmt.Errorf("cannot listen on %s: %v", c.addr, err)
 	}
 	path := "/mcp"
 	if c.transport == "sse" {
@@ -364,19 +365,18 @@ func (p *program) serveHTTP(ctx context.Context, srv *server.Server) error {
 		cancel()
 		if err != nil {
 			ln.Close()
-			fmt.Fprintf(p.stderr, "memory-mcp: cannot read the session key from the database: %v\n", err)
-			return errNotStarted
+			return server.HTTPOptions{}, fmt.Errorf("cannot read the session key from the database: %v", err)
 		}
 		sessions.Store = c.pg.Sessions()
 	}
-	return srv.ServeHTTP(ctx, server.HTTPOptions{
+	return server.HTTPOptions{
 		Transport: c.transport, Listener: ln, MaxRequestBytes: c.maxRequestBytes,
 		Limits:         limits,
 		Sessions:       sessions,
 		AllowedOrigins: splitList(c.allowedOrigins, "/"),
 		AllowedHosts:   splitList(c.allowedHosts, ""),
 		UI:             c.ui,
-	})
+	}, nil
 }
 
 func newLogger(c *config, stderr io.Writer) zerolog.Logger {

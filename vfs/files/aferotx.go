@@ -92,21 +92,23 @@ func (tx *aferoTx) jail(p vfs.Path, last bool) error {
 	return nil
 }
 
-// enter starts an operation on ps: each passes the jail, ctx is not done, and for a
-// change, beforeChange has run.
-func (tx *aferoTx) enter(ctx context.Context, change, last bool, ps ...vfs.Path) error {
+// enter starts an operation on ps: each passes the jail (see last there), and ctx is not
+// done.
+func (tx *aferoTx) enter(ctx context.Context, last bool, ps ...vfs.Path) error {
 	for _, p := range ps {
 		if err := tx.jail(p, last); err != nil {
 			return err
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+// enterChange is enter for a change: beforeChange has run too.
+func (tx *aferoTx) enterChange(ctx context.Context, last bool, ps ...vfs.Path) error {
+	if err := tx.enter(ctx, last, ps...); err != nil {
 		return err
 	}
-	if change {
-		return tx.beforeChange()
-	}
-	return nil
+	return tx.beforeChange()
 }
 
 // beforeChange runs once before a transaction's first change: it tells other processes
@@ -131,7 +133,7 @@ func (tx *aferoTx) beforeChange() error {
 // anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
 // that points outside. A path that runs through a file reports IsNotExist.
 func (tx *aferoTx) Stat(ctx context.Context, p vfs.Path) (vfs.Entry, error) {
-	if err := tx.enter(ctx, false, true, p); err != nil {
+	if err := tx.enter(ctx, true, p); err != nil {
 		return vfs.Entry{}, err
 	}
 	name := p.Name()
@@ -153,7 +155,7 @@ func (tx *aferoTx) Stat(ctx context.Context, p vfs.Path) (vfs.Entry, error) {
 
 // ReadFile returns the content of the file at p.
 func (tx *aferoTx) ReadFile(ctx context.Context, p vfs.Path) ([]byte, error) {
-	if err := tx.enter(ctx, false, true, p); err != nil {
+	if err := tx.enter(ctx, true, p); err != nil {
 		return nil, err
 	}
 	data, err := readRegular(tx.s.fs, p.Name(), p.String())
@@ -166,7 +168,7 @@ func (tx *aferoTx) ReadFile(ctx context.Context, p vfs.Path) ([]byte, error) {
 // OpenFile opens the regular file at p for reading, so that a large file can be read in
 // pieces (see Tx.Open).
 func (tx *aferoTx) OpenFile(ctx context.Context, p vfs.Path) (io.ReadCloser, error) {
-	if err := tx.enter(ctx, false, true, p); err != nil {
+	if err := tx.enter(ctx, true, p); err != nil {
 		return nil, err
 	}
 	f, err := tx.s.fs.Open(p.Name())
@@ -206,7 +208,7 @@ func readRegular(fsys FS, name, display string) ([]byte, error) {
 // List returns the entries of the directory at p, sorted by name in byte order, without the
 // server's bookkeeping files, described without following links.
 func (tx *aferoTx) List(ctx context.Context, p vfs.Path) ([]vfs.Entry, error) {
-	if err := tx.enter(ctx, false, true, p); err != nil {
+	if err := tx.enter(ctx, true, p); err != nil {
 		return nil, err
 	}
 	d, err := tx.s.fs.OpenDir(p.Name())
@@ -224,7 +226,7 @@ func (tx *aferoTx) List(ctx context.Context, p vfs.Path) ([]vfs.Entry, error) {
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
 func (tx *aferoTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error {
-	if err := tx.enter(ctx, true, true, p); err != nil {
+	if err := tx.enterChange(ctx, true, p); err != nil {
 		return err
 	}
 	var was int64
@@ -247,7 +249,7 @@ func (tx *aferoTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error
 // CreateFile creates a new file at p with data as its content, creating missing parent
 // directories; it fails with fs.ErrExist if p exists, and never replaces anything.
 func (tx *aferoTx) CreateFile(ctx context.Context, p vfs.Path, data []byte) error {
-	if err := tx.enter(ctx, true, true, p); err != nil {
+	if err := tx.enterChange(ctx, true, p); err != nil {
 		return err
 	}
 	undo, err := tx.mkdirParents(p)
@@ -290,7 +292,7 @@ func (tx *aferoTx) mkdirParents(p vfs.Path) (undo func(), err error) {
 
 // RemoveAll deletes the file or directory at p with everything below it.
 func (tx *aferoTx) RemoveAll(ctx context.Context, p vfs.Path) error {
-	if err := tx.enter(ctx, true, false, p); err != nil {
+	if err := tx.enterChange(ctx, false, p); err != nil {
 		return err
 	}
 	size, err := tx.sizeOf(ctx, p.Name())
@@ -307,7 +309,7 @@ func (tx *aferoTx) RemoveAll(ctx context.Context, p vfs.Path) error {
 
 // RemoveDir deletes the directory at p if nothing is in it.
 func (tx *aferoTx) RemoveDir(ctx context.Context, p vfs.Path) error {
-	if err := tx.enter(ctx, true, false, p); err != nil {
+	if err := tx.enterChange(ctx, false, p); err != nil {
 		return err
 	}
 	if err := tx.s.fs.Remove(p.Name()); err != nil {
@@ -320,7 +322,7 @@ func (tx *aferoTx) RemoveDir(ctx context.Context, p vfs.Path) error {
 // newp exists; the check and the move are one step, so a concurrent create is never
 // overwritten.
 func (tx *aferoTx) Rename(ctx context.Context, oldp, newp vfs.Path) error {
-	if err := tx.enter(ctx, true, false, oldp, newp); err != nil {
+	if err := tx.enterChange(ctx, false, oldp, newp); err != nil {
 		return err
 	}
 	undo, err := tx.mkdirParents(newp)

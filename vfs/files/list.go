@@ -71,7 +71,7 @@ func sorted(entries []vfs.Entry) []vfs.Entry {
 // symbolic links and special files never are. The walk costs one directory open per
 // directory, whatever the depth, and gives up when the transaction's context is done.
 func (tx *aferoTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(name string) bool) (vfs.Node, error) {
-	if err := tx.enter(ctx, false, true, p); err != nil {
+	if err := tx.enter(ctx, true, p); err != nil {
 		return vfs.Node{}, err
 	}
 	d, err := tx.s.fs.OpenDir(p.Name())
