@@ -2,14 +2,18 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -409,4 +413,63 @@ func TestQuoteHugeNumbers(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
 		}
 	}
+}
+
+// Whatever the body, quoting its huge numbers keeps a JSON text valid, changes nothing
+// else, and leaves no number a float64 cannot hold.
+func FuzzQuoteHugeNumbers(f *testing.F) {
+	for _, s := range []string{`{"a":[1e400,2],"s":"1e400 \" 1e999","n":-1E+309}`, `{"s":"a\\","n":1e400}`,
+		`{"s":"a\\\"1e400","n":2}`, `[-0.0e-99999,1e308,"\\\\"]`, `{"n":1e400`, `"unterminated 1e400`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, changed := quoteHugeNumbers(in)
+		if !changed {
+			var v any
+			if !bytes.Equal(out, in) {
+				t.Fatalf("%q: unchanged, but returned %q", in, out)
+			} else if err := json.Unmarshal(in, &v); json.Valid(in) && err != nil {
+				t.Fatalf("%q: unchanged, but does not decode: %v", in, err)
+			}
+			return
+		}
+		if !json.Valid(in) {
+			return
+		}
+		var v any
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("%q became %q, which does not decode: %v", in, out, err)
+		}
+		var orig any
+		dec := json.NewDecoder(bytes.NewReader(in))
+		dec.UseNumber()
+		if err := dec.Decode(&orig); err != nil {
+			t.Fatal(err)
+		}
+		if want := quotedNumbers(orig); !reflect.DeepEqual(v, want) {
+			t.Fatalf("%q became %q: %v, want %v", in, out, v, want)
+		}
+	})
+}
+
+// quotedNumbers is v (decoded with UseNumber) with each number a float64 cannot hold as
+// its text, and the others as float64.
+func quotedNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return string(v)
+		}
+		return f
+	case []any:
+		for i := range v {
+			v[i] = quotedNumbers(v[i])
+		}
+	case map[string]any:
+		for k := range v {
+			v[k] = quotedNumbers(v[k])
+		}
+	}
+	return v
 }
