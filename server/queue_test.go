@@ -139,6 +139,8 @@ func TestHeadID(t *testing.T) {
 		{`{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"file_text":"xxxx`, nil},
 		{`{"jsonrpc":"2.0","method":"tools/call","params":{"a":1},"id":3,"x":"yyyy`, int64(3)},
 		{`{"id":1.5,"method":"x`, nil},
+		{`{"method":"tools/call","params":{"a":1},"id":12`, nil}, // the id may go on past the cut
+		{`{"method":"tools/call","params":{"a":1},"id":12 `, int64(12)},
 		{`{"id":null,"method":"x`, nil},
 		{`[{"id":1}`, nil},
 		{`not json`, nil},
@@ -147,4 +149,20 @@ func TestHeadID(t *testing.T) {
 			t.Errorf("headID(%s) = %#v, want %#v", tc.head, got, tc.want)
 		}
 	}
+}
+
+// Wherever a line is cut, the id read from its head is the whole line's or none.
+func FuzzHeadID(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"file_text":"xxxx"}}}`), 40)
+	f.Add([]byte(`{"method":"x","params":{"id":1},"id":"abc"}`), 30)
+	f.Add([]byte(`{"id":9007199254740993,"method":"x"}`), 12)
+	f.Fuzz(func(t *testing.T, line []byte, cut int) {
+		whole := headID(line)
+		if cut < 0 || cut > len(line) {
+			return
+		}
+		if got := headID(line[:cut]); got != nil && got != whole {
+			t.Fatalf("%q cut at %d: id %#v, the whole line's %#v", line, cut, got, whole)
+		}
+	})
 }

@@ -313,7 +313,8 @@ func headID(head []byte) any {
 		}
 		switch v, _ := dec.Token(); v := v.(type) {
 		case json.Number:
-			if n, err := v.Int64(); err == nil {
+			// A number that runs to the cut may go on past it.
+			if n, err := v.Int64(); err == nil && dec.InputOffset() < int64(len(head)) {
 				return n
 			}
 		case string:
