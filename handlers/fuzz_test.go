@@ -10,6 +10,7 @@ import (
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // The reference model: each edit command written the plainest way, from docs/behaviour.md §3, with no
@@ -197,5 +198,43 @@ func FuzzViewRange(f *testing.F) {
 				text, isErr := refView(path, content, vr)
 				return text, content, isErr
 			})
+	})
+}
+
+// Whatever path is sent, the memory it routes to acts on a path that is shown as the
+// path sent (resolved): a mount never reaches past its own directory, and a path that
+// is not under a mount stays in the main store.
+func FuzzRoute(f *testing.F) {
+	for _, s := range []string{"/memories/team/a.md", "/memories/team", "/memories/teamwork/a", "/memories/me/../team/x",
+		"/memories/team/../../etc", "/memories//team//a", "/memories/Team/a", "/memories/team/.memory-mcp-history/log", "/memories"} {
+		f.Add(s)
+	}
+	team := handlers.New(files.NewMemoryStore(), handlers.Limits{})
+	main := handlers.New(files.NewMemoryStore(), handlers.Limits{}, handlers.WithMounts(
+		handlers.Mount{Name: "team", Memory: team}, handlers.Mount{Name: "me", Memory: handlers.New(files.NewMemoryStore(), handlers.Limits{})}))
+	f.Fuzz(func(t *testing.T, sent string) {
+		mem, p, at, err := main.Route(sent)
+		want, rerr := vfs.Resolve(sent)
+		if rerr != nil {
+			if err == nil {
+				t.Fatalf("%q: routed, though it does not resolve (%v)", sent, rerr)
+			}
+			return
+		}
+		if err != nil {
+			if mem == main {
+				t.Fatalf("%q resolves to %s, but routing it in the main store fails: %v", sent, want, err)
+			}
+			return // a mount's own rules refused it
+		}
+		if got := mem.Shown(p.String()); got != want.String() {
+			t.Fatalf("%q: acts on %s in its store, shown as %s, want %s", sent, p, got, want)
+		}
+		under := func(name string) bool {
+			return want.String() == vfs.Root+"/"+name || strings.HasPrefix(want.String(), vfs.Root+"/"+name+"/")
+		}
+		if inMount := mem != main; inMount != (under("team") || under("me")) || at != (inMount && p.IsRoot()) {
+			t.Fatalf("%q (%s): routed to a mount %v, at its top %v", sent, want, inMount, at)
+		}
 	})
 }

@@ -129,7 +129,7 @@ func content(tx *vfs.Tx, st vfs.FileState, p string, seq uint64) ([]byte, error)
 func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string, error) {
 	if m := h.mountOf(path); m != nil {
 		d, err := m.Diff(ctx, path, seqs...)
-		return m.shownText(d), m.shownErr(err)
+		return d, m.shownErr(err)
 	}
 	p, err := h.resolveArg(path)
 	if err != nil {
@@ -153,8 +153,8 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 		}
 		var a, b side
 		if len(seqs) == 2 {
-			a = side{fmt.Sprintf("%s@%d", p, seqs[0]), state(vs, p.String(), seqs[0]), seqs[0], p.String()}
-			b = side{fmt.Sprintf("%s@%d", p, seqs[1]), state(vs, p.String(), seqs[1]), seqs[1], p.String()}
+			a = side{fmt.Sprintf("%s@%d", h.Shown(p.String()), seqs[0]), state(vs, p.String(), seqs[0]), seqs[0], p.String()}
+			b = side{fmt.Sprintf("%s@%d", h.Shown(p.String()), seqs[1]), state(vs, p.String(), seqs[1]), seqs[1], p.String()}
 		} else {
 			// The change: the last one to the file, or the one version seqs[0] made to it.
 			i := len(vs) - 1
@@ -177,14 +177,16 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 			// The side before is the file's own version before this one, by its number
 			// (the numbers of the log, the page and restore): none for a file the history
 			// saw created here, or that predates it.
-			a = side{fmt.Sprintf("%s (before @%d)", v.Path, v.Seq), v.Before(v.Path), v.Seq - 1, v.Path}
+			// The labels name the files as the model and people see them; the contents
+			// are shown as they are.
+			a = side{fmt.Sprintf("%s (before @%d)", h.Shown(v.Path), v.Seq), v.Before(v.Path), v.Seq - 1, v.Path}
 			for j := i - 1; j >= 0; j-- {
 				if vs[j].Touches(v.Path) {
-					a.label, a.seq = fmt.Sprintf("%s@%d", v.Path, vs[j].Seq), vs[j].Seq
+					a.label, a.seq = fmt.Sprintf("%s@%d", h.Shown(v.Path), vs[j].Seq), vs[j].Seq
 					break
 				}
 			}
-			b = side{fmt.Sprintf("%s@%d", to, v.Seq), v.After(to), v.Seq, to}
+			b = side{fmt.Sprintf("%s@%d", h.Shown(to), v.Seq), v.After(to), v.Seq, to}
 		}
 		var texts [2]string
 		for i, s := range []*side{&a, &b} {

@@ -162,6 +162,19 @@ func TestMountsForPeople(t *testing.T) {
 	if err != nil || !strings.Contains(d, "--- /memories/me/a.md@") || !strings.Contains(d, "+two") {
 		t.Errorf("diff in the mount:\n%s (%v)", d, err)
 	}
+	// The content is shown as it is, though it names a path like the store's.
+	if _, err := h.Write(ctx, "/memories/me/p.md", []byte("/memories/x/y"), nil); err == nil || err.Error() != "/memories/me/p.md would be 13 bytes, over the limit of 10 bytes per memory file" {
+		t.Errorf("a write over the mount's file limit: %v", err)
+	}
+	if _, err := h.Write(ctx, "/memories/me/p.md", []byte("/memories\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := h.Diff(ctx, "/memories/me/p.md"); err != nil || !strings.Contains(d, "+++ /memories/me/p.md@") || !strings.Contains(d, "\n+/memories\n") {
+		t.Errorf("diff of a content that names a path, in the mount:\n%s (%v)", d, err)
+	}
+	if _, err := h.Remove(ctx, "/memories/me/p.md", nil); err != nil {
+		t.Fatal(err)
+	}
 	if data, err := h.Show(ctx, "/memories/me/a.md", vs[1].Seq); err != nil || string(data) != "one\n" {
 		t.Errorf("show in the mount: %q, %v", data, err)
 	}

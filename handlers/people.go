@@ -205,7 +205,7 @@ func (h *Memory) Write(ctx context.Context, path string, data []byte, expect *vf
 	if err != nil {
 		return nil, err
 	}
-	if res, found := h.secretIn([]string{path}, data, 0, len(data)); found {
+	if res, found := h.secretIn([]string{p.String()}, data, 0, len(data)); found {
 		return nil, refuse("%s", strings.TrimPrefix(res.Text, "Error: "))
 	}
 	return h.apply(ctx, "edit", func(tx *vfs.Tx) error {
@@ -224,7 +224,7 @@ func (h *Memory) Write(ctx context.Context, path string, data []byte, expect *vf
 				return err
 			}
 		}
-		if res, ok, err := h.checkSize(tx, path, int64(len(old)), int64(len(data))); !ok {
+		if res, ok, err := h.checkSize(tx, p.String(), int64(len(old)), int64(len(data))); !ok {
 			if err == nil {
 				err = refuse("%s", strings.TrimPrefix(res.Text, "Error: "))
 			}
