@@ -472,6 +472,26 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// exec reads its input as the server does: a number beyond a float64's range is an
+// argument's error, named; what is not one JSON object is refused before anything runs.
+func TestExecInputs(t *testing.T) {
+	for _, tt := range []struct {
+		input, stdout, stderr string
+		code                  int
+	}{
+		{`{"command":"view","path":"/memories","view_range":[1e400,2]}`, "Error: Invalid `view_range`. It should be a list of two integers.\n", "", 1},
+		{`{"command":"insert","path":"/memories/a.md","insert_line":-1e999,"insert_text":"x"}`, "Error: Parameter `insert_line` must be an integer\n", "", 1},
+		{`{"command":"view","path":"/memories"} {}`, "", "memory-mcp: exec needs a JSON object such as {\"command\":\"view\",\"path\":\"/memories\"}: more follows the object\n", 2},
+		{`null`, "", "memory-mcp: exec needs a JSON object such as {\"command\":\"view\",\"path\":\"/memories\"}: null is not an object\n", 2},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"-backend", "memory", "exec", tt.input}, func(string) string { return "" }, nil, &stdout, &stderr)
+		if code != tt.code || stdout.String() != tt.stdout || stderr.String() != tt.stderr {
+			t.Errorf("exec %s: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.input, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
+		}
+	}
+}
+
 // A bad flag or value is one clear line on stderr and exit status 2; environment variables
 // set flags, and the command line wins over them.
 func TestFlags(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -125,8 +124,8 @@ func execOne(ctx context.Context, h *handlers.Memory, operand string, stdin io.R
 			return 2
 		}
 	}
-	var input map[string]any
-	if err := json.Unmarshal(data, &input); err != nil {
+	input, err := handlers.DecodeInput(data)
+	if err != nil {
 		fmt.Fprintf(stderr, "memory-mcp: exec needs a JSON object such as {\"command\":\"view\",\"path\":\"/memories\"}: %v\n", err)
 		return 2
 	}

@@ -1,7 +1,10 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 )
 
@@ -40,6 +43,25 @@ type (
 		NewPath string
 	}
 )
+
+// DecodeInput decodes a native memory_20250818 input, a JSON object. Numbers stay
+// json.Number, so that one beyond a float64's range reaches its command, which names the
+// argument, rather than failing the whole input.
+func DecodeInput(data []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var input map[string]any
+	if err := dec.Decode(&input); err != nil {
+		return nil, err
+	}
+	if input == nil {
+		return nil, errors.New("null is not an object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("more follows the object")
+	}
+	return input, nil
+}
 
 const badViewRange = "Error: Invalid `view_range`. It should be a list of two integers."
 

@@ -81,8 +81,8 @@ func (t *Tool) InputSchema() anthropic.BetaToolInputSchemaParam {
 
 // Run runs one native input (its JSON) and returns the result with its IsError.
 func (t *Tool) Run(ctx context.Context, input json.RawMessage) handlers.Result {
-	var args map[string]any
-	if err := json.Unmarshal(input, &args); err != nil || args == nil {
+	args, err := handlers.DecodeInput(input)
+	if err != nil {
 		return handlers.Result{Text: "Error: The input must be a JSON object such as {\"command\":\"view\",\"path\":\"/memories\"}", IsError: true, Code: handlers.CodeInvalid}
 	}
 	ctx = vfs.WithClient(vfs.WithActor(ctx, t.actor), vfs.Client{Name: "anthropic-sdk-go", Transport: "tool runner"})

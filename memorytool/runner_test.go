@@ -180,3 +180,23 @@ func TestToolRunner(t *testing.T) {
 		t.Errorf("the history: %s", got)
 	}
 }
+
+// The tool reads its input as the server does: a number beyond a float64's range is an
+// argument's error, named; what is not one JSON object is refused with an example.
+func TestRunInputs(t *testing.T) {
+	tool := memorytool.New(handlers.New(files.NewMemoryStore(), handlers.Limits{}))
+	const notObject = "Error: The input must be a JSON object such as {\"command\":\"view\",\"path\":\"/memories\"}"
+	for _, tc := range []struct{ input, want string }{
+		{`{"command":"view","path":"/memories","view_range":[1e400,2]}`, "Error: Invalid `view_range`. It should be a list of two integers."},
+		{`{"command":"insert","path":"/memories/a.md","insert_line":1e400,"insert_text":"x"}`, "Error: Parameter `insert_line` must be an integer"},
+		{`{"command":"create","path":"/memories/a.md","file_text":"x"}`, "File created successfully at: /memories/a.md"},
+		{`{"command":"insert","path":"/memories/a.md","insert_line":1.0,"insert_text":"y"}`, "The file /memories/a.md has been edited."},
+		{`{"command":"view","path":"/memories"}{"command":"delete","path":"/memories/a.md"}`, notObject},
+		{`null`, notObject},
+		{`[1]`, notObject},
+	} {
+		if res := tool.Run(context.Background(), json.RawMessage(tc.input)); res.Text != tc.want {
+			t.Errorf("%s: %q, want %q", tc.input, res.Text, tc.want)
+		}
+	}
+}
