@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -256,14 +255,9 @@ func (s *Server) client(ctx context.Context) vfs.Client {
 	return vfs.Client{Name: label(info.Name), Version: label(info.Version), Transport: transport}
 }
 
-// label is a client-given name kept printable and short.
+// label is a client-given name kept printable (see vfs.Label) and short.
 func label(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
-			return -1
-		}
-		return r
-	}, s)
+	s = vfs.Label(s)
 	for len(s) > 64 {
 		_, n := utf8.DecodeLastRuneInString(s)
 		s = s[:len(s)-n]

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ChangeKind says what a change did to a file.
@@ -122,8 +124,10 @@ func (c *Client) String() string {
 
 type clientKey struct{}
 
-// WithClient returns ctx carrying the MCP client that makes the changes.
+// WithClient returns ctx carrying the MCP client that makes the changes, its names made
+// labels (see Label): the client chose them.
 func WithClient(ctx context.Context, c Client) context.Context {
+	c = Client{Name: Label(c.Name), Version: Label(c.Version), Tenant: Label(c.Tenant), Transport: Label(c.Transport)}
 	return context.WithValue(ctx, clientKey{}, &c)
 }
 
@@ -134,9 +138,35 @@ func ClientOf(ctx context.Context) *Client {
 }
 
 // WithActor returns ctx carrying who makes the changes: a tenant's name, or one of the
-// Actor constants.
+// Actor constants. The name is made a label (see Label); one with nothing printable is
+// ActorLocal.
 func WithActor(ctx context.Context, actor string) context.Context {
+	if actor = Label(actor); actor == "" {
+		actor = ActorLocal
+	}
 	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// Label is a name given from outside as the history records it, so that log prints it
+// safely and an import takes it again: without invalid UTF-8, control, format and
+// line-separator characters, trimmed, and cut to maxLabelBytes.
+func Label(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !labelRune(r) {
+			return -1
+		}
+		return r
+	}, s)
+	for len(s) > maxLabelBytes {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
+	}
+	return strings.TrimSpace(s)
+}
+
+// labelRune reports whether r may stand in a label.
+func labelRune(r rune) bool {
+	return !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r) && r != '\u2028' && r != '\u2029'
 }
 
 // ActorOf returns the actor ctx carries (ActorLocal when none).

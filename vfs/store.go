@@ -79,9 +79,12 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 }
 
 // Apply is Update that also returns what the transaction changed: the batch the change
-// feed's subscribers get (nil when fn failed). The actor and command come from ctx
-// (WithActor); command names what makes them.
+// feed's subscribers get (nil when fn failed). The actor comes from ctx (WithActor);
+// command names what makes the changes, as a label (see Label), "update" when empty.
 func (s *Store) Apply(ctx context.Context, command string, fn func(*Tx) error) (b *Batch, err error) {
+	if command = Label(command); command == "" {
+		command = "update"
+	}
 	t, err := s.st.Begin(ctx, true)
 	if err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -387,10 +386,5 @@ func printableLabel(s string) bool {
 	if s == "" || len(s) > maxLabelBytes || !utf8.ValidString(s) {
 		return false
 	}
-	for _, r := range s {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(s, func(r rune) bool { return !labelRune(r) })
 }

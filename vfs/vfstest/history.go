@@ -59,6 +59,16 @@ func testTransfer(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) v
 	a.create("/memories/tmp.md", "tmp\n")
 	a.remove("/memories/tmp.md")
 	a.apply("a", "redact", func(tx *vfs.Tx) error { _, err := tx.Redact(vfs.DigestOf([]byte("secret\n"))); return err })
+	// A change through Update (no command), by an actor and a client whose names hold what
+	// a label may not: recorded as labels, so that they import again.
+	a.clock.advance(time.Hour)
+	odd := vfs.WithClient(vfs.WithActor(ctx, "line\u2028break\x1b"), vfs.Client{Name: "para\u2029graph", Version: string([]byte{0xff})})
+	if err := a.s.Update(odd, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/odd.md"), []byte("odd\n")) }); err != nil {
+		t.Fatal(err)
+	}
+	if v := a.versions()[len(a.versions())-1]; v.Actor != "linebreak" || v.Command != "update" || v.Client == nil || v.Client.Name != "paragraph" || v.Client.Version != "" {
+		t.Errorf("the odd change is recorded as %q, %q, %+v", v.Actor, v.Command, v.Client)
+	}
 
 	var first bytes.Buffer
 	if err := a.s.Export(ctx, &first, true); err != nil {
@@ -68,8 +78,8 @@ func testTransfer(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) v
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Files != 4 || got.Versions != len(a.versions()) {
-		t.Errorf("imported %+v, want 4 files and %d versions", got, len(a.versions()))
+	if got.Files != 5 || got.Versions != len(a.versions()) {
+		t.Errorf("imported %+v, want 5 files and %d versions", got, len(a.versions()))
 	}
 	var again bytes.Buffer
 	if err := b.s.Export(ctx, &again, true); err != nil {
