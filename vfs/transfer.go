@@ -309,7 +309,7 @@ const (
 // names that are short, printable text.
 func checkVersions(vs []Version) error {
 	var last uint64
-	inChange := map[string]bool{}
+	inChange := map[string]FileState{} // the paths the change touched so far, as it left them
 	for i := range vs {
 		v := &vs[i]
 		bad := func(format string, args ...any) error {
@@ -360,17 +360,28 @@ func checkVersions(vs []Version) error {
 		if v.Size < 0 || v.PrevSize < 0 || v.Size > maxImportEntry || v.PrevSize > maxImportEntry {
 			return bad("sizes must be from 0 to %d", maxImportEntry)
 		}
-		for _, p := range []string{v.Path, v.NewPath} {
-			if p == "" {
-				continue
+		// A change may touch a file more than once (a transaction that creates a file and
+		// then writes it); each time from where the time before left it.
+		touched := slices.DeleteFunc([]string{v.Path, v.NewPath}, func(p string) bool { return p == "" })
+		for _, p := range touched {
+			if was, ok := inChange[p]; ok && !sameState(was, v.Before(p)) {
+				return bad("%s changes twice in one change, the second time from a state the first did not leave", p)
 			}
-			if inChange[p] {
-				return bad("%s appears twice in one change", p)
-			}
-			inChange[p] = true
+		}
+		for _, p := range touched {
+			inChange[p] = v.After(p)
 		}
 	}
 	return nil
+}
+
+// sameState reports whether two states of a file agree: both absent, or both there with
+// one content (a redacted one agrees with any).
+func sameState(a, b FileState) bool {
+	if a.Exists != b.Exists || !a.Exists || a.Redacted || b.Redacted {
+		return a.Exists == b.Exists
+	}
+	return a.SHA256 == b.SHA256 && a.Size == b.Size
 }
 
 // versionPath reports whether p is a memory file's path as the store writes one: valid,
