@@ -255,8 +255,13 @@ func (h *Memory) rename(ctx context.Context, a RenameArgs) Result {
 			return fail(CodeNotDirectory, "Error: A parent of %s is a file, not a directory", a.NewPath), err
 		}
 		if err := tx.Rename(oldp, newp); err != nil {
-			if vfs.IsExist(err) {
+			var long *vfs.PathError
+			switch {
+			case vfs.IsExist(err):
 				return destExists, nil
+			case errors.As(err, &long):
+				long.Path = h.Shown(long.Path)
+				return pathRefused(long), nil
 			}
 			if errors.Is(err, vfs.ErrEscape) {
 				return escapes(a.NewPath), nil

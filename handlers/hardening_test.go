@@ -407,3 +407,38 @@ func TestBrokenBookkeepingIsAStorageFailure(t *testing.T) {
 		t.Errorf("create with the log a directory: %q, want %q", res.Text, want)
 	}
 }
+
+// A directory is not moved where a file below it would get a path longer than a path may
+// be: the file could no longer be named, nor the store exported and imported again.
+func TestRenameKeepsPathsWithinTheLimit(t *testing.T) {
+	seg := strings.Repeat("x", 200)
+	deep := "d"
+	for vfs.MaxPathBytes-len(vfs.Root+"/"+deep+"/"+"/f.md") > vfs.MaxNameBytes {
+		deep += "/" + seg
+	}
+	// A file whose path has the greatest length a path may have.
+	deep += "/" + strings.Repeat("z", vfs.MaxPathBytes-len(vfs.Root+"/"+deep+"/"+"/f.md")) + "/f.md"
+	long := "/memories/" + strings.Repeat("y", 250)
+	for _, b := range append(backends(), postgresBackend) {
+		t.Run(b.name, func(t *testing.T) {
+			fx := b.open(t, nil, noWrap) // made through the store: a host path this long fails
+			h := handlers.New(fx.store, handlers.DefaultLimits())
+			ctx := context.Background()
+			if res := h.Exec(ctx, map[string]any{"command": "create", "path": "/memories/" + deep, "file_text": "deep"}); res.IsError {
+				t.Fatal(res.Text)
+			}
+			res := h.Exec(ctx, map[string]any{"command": "rename", "old_path": "/memories/d", "new_path": long})
+			moved := long + deep[1:]
+			want := "Error: Path " + handlers.Echo(moved) + " is too long: each name may have at most 255 bytes and the whole path at most 4096 bytes"
+			if !res.IsError || res.Text != want {
+				t.Errorf("rename: %s, want %s", res.Text, want)
+			}
+			if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories/" + deep}); res.IsError || !strings.Contains(res.Text, "deep") {
+				t.Errorf("the file after the refused rename: %s", res.Text)
+			}
+			if res := h.Exec(ctx, map[string]any{"command": "rename", "old_path": "/memories/d", "new_path": "/memories/e"}); res.IsError {
+				t.Errorf("a rename that keeps the paths short: %s", res.Text)
+			}
+		})
+	}
+}

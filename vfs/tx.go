@@ -191,6 +191,13 @@ func (tx *Tx) Rename(oldp, newp Path) error {
 	if err != nil {
 		return err
 	}
+	// A directory moved deeper must not take a file past the length a path may have: it
+	// could no longer be named, nor imported again.
+	for _, f := range files {
+		if to := newp.clean + f.path[len(oldp.clean):]; len(to) > MaxPathBytes {
+			return &PathError{Path: to, Kind: TooLong}
+		}
+	}
 	if tx.hist != nil && len(files) > 0 {
 		vs := make([]Version, len(files))
 		for i, f := range files {
