@@ -327,6 +327,9 @@ func checkVersions(vs []Version) error {
 		if v.Time.IsZero() || v.Time.Year() > 9999 || (v.Redacted != nil && v.Redacted.Time.IsZero()) {
 			return bad("a time is missing or out of range")
 		}
+		if v.Command == "" {
+			v.Command = "update" // as Store.Update records it now; older builds left it empty
+		}
 		for _, label := range []string{v.Actor, v.Command} {
 			if !printableLabel(label) {
 				return bad("actor and command must be printable text of 1 to %d bytes", maxLabelBytes)

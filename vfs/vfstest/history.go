@@ -221,6 +221,25 @@ func testHostileImports(t *testing.T, open func(t *testing.T, cfg vfs.HistoryCon
 			}
 		})
 	}
+	// Builds before the command was always recorded wrote versions without one, from
+	// Store.Update: they import, as "update".
+	st := open(t, vfs.HistoryConfig{})
+	t.Cleanup(func() { st.Close() })
+	s := vfs.NewStore(st)
+	noCommand := ok
+	noCommand.Command = ""
+	if _, err := s.Import(ctx, bytes.NewReader(stream(map[string]string{"ok.md": "ok\n"}, []vfs.Version{noCommand})), vfs.ImportLimits{}); err != nil {
+		t.Fatalf("a version without a command: %v", err)
+	}
+	if err := s.View(ctx, func(tx *vfs.Tx) error {
+		vs, err := tx.Versions()
+		if err == nil && (len(vs) != 1 || vs[0].Command != "update") {
+			err = fmt.Errorf("imported %+v, want one version of command update", vs)
+		}
+		return err
+	}); err != nil {
+		t.Error(err)
+	}
 }
 
 var historyCases = []struct {
