@@ -442,3 +442,32 @@ func TestRenameKeepsPathsWithinTheLimit(t *testing.T) {
 		})
 	}
 }
+
+// A file made outside memory-mcp with a name no path may hold (a newline, an escape code,
+// invalid UTF-8) is left out of listings, resources and searches, as a hidden one is: a
+// newline in a listed name would forge a line of the listing.
+func TestNamesNoPathCanHold(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a\n1B\tforged.md", "c\x1b[31m.md", string([]byte{0xff, 'z'}), "ok.md"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := handlers.New(st, handlers.DefaultLimits())
+	ctx := context.Background()
+	want := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n2B\t/memories\n2B\t/memories/ok.md"
+	if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}); res.Text != want {
+		t.Errorf("listing:\n%s\nwant:\n%s", res.Text, want)
+	}
+	if list, err := h.FileList(ctx); err != nil || len(list) != 1 || list[0].Path != "/memories/ok.md" {
+		t.Errorf("file list: %+v, %v", list, err)
+	}
+	if ms, _, err := h.Search(ctx, "x"); err != nil || len(ms) != 1 || ms[0].Path != "/memories/ok.md" {
+		t.Errorf("search: %+v, %v", ms, err)
+	}
+}

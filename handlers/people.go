@@ -375,6 +375,10 @@ func (h *Memory) search(ctx context.Context, text string) (matches []Match, more
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			q, err := vfs.Resolve(p)
+			if err != nil {
+				return nil // a name made outside memory-mcp that no path can hold
+			}
 			add := func(m Match) bool {
 				if len(matches) == MaxMatches {
 					more = true
@@ -386,7 +390,7 @@ func (h *Memory) search(ctx context.Context, text string) (matches []Match, more
 			if strings.Contains(strings.ToLower(n.Name), needle) && !add(Match{Path: p, Text: n.Name}) {
 				return nil
 			}
-			data, err := tx.ReadFile(vfs.MustResolve(p))
+			data, err := tx.ReadFile(q)
 			if errors.Is(err, vfs.ErrNotRegular) || vfs.IsNotExist(err) {
 				return nil
 			}

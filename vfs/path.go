@@ -178,6 +178,10 @@ func MustResolve(vpath string) Path {
 	return p
 }
 
+// HasBadCharacters reports whether s holds a character that no path may hold (P1): a
+// name made outside memory-mcp may, and a listing that showed it would lie about names.
+func HasBadCharacters(s string) bool { return hasBadCharacters(s) }
+
 func hasBadCharacters(s string) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
