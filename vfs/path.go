@@ -110,7 +110,7 @@ func Resolve(vpath string) (Path, error) { return resolve(vpath, runtime.GOOS ==
 // resolve is Resolve, with Windows' name rules applied when windowsNames is set (so that
 // they are tested on every platform).
 func resolve(vpath string, windowsNames bool) (Path, error) {
-	if hasBadCharacters(vpath) {
+	if HasBadCharacters(vpath) {
 		return Path{}, &PathError{Path: vpath, Kind: BadCharacters}
 	}
 	if vpath != Root && !strings.HasPrefix(vpath, Root+"/") {
@@ -180,9 +180,7 @@ func MustResolve(vpath string) Path {
 
 // HasBadCharacters reports whether s holds a character that no path may hold (P1): a
 // name made outside memory-mcp may, and a listing that showed it would lie about names.
-func HasBadCharacters(s string) bool { return hasBadCharacters(s) }
-
-func hasBadCharacters(s string) bool {
+func HasBadCharacters(s string) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
