@@ -205,6 +205,9 @@ func (h *Memory) delete(ctx context.Context, a DeleteArgs) Result {
 			return Result{}, err
 		}
 		if err := tx.RemoveAll(p); err != nil {
+			if r, refused := h.refusedBelow(err); refused {
+				return r, nil
+			}
 			return Result{}, err
 		}
 		return ok("Successfully deleted " + a.Path), nil
@@ -255,13 +258,11 @@ func (h *Memory) rename(ctx context.Context, a RenameArgs) Result {
 			return fail(CodeNotDirectory, "Error: A parent of %s is a file, not a directory", a.NewPath), err
 		}
 		if err := tx.Rename(oldp, newp); err != nil {
-			var long *vfs.PathError
-			switch {
-			case vfs.IsExist(err):
+			if vfs.IsExist(err) {
 				return destExists, nil
-			case errors.As(err, &long):
-				long.Path = h.Shown(long.Path)
-				return pathRefused(long), nil
+			}
+			if r, refused := h.refusedBelow(err); refused {
+				return r, nil
 			}
 			if errors.Is(err, vfs.ErrEscape) {
 				return escapes(a.NewPath), nil
@@ -270,6 +271,19 @@ func (h *Memory) rename(ctx context.Context, a RenameArgs) Result {
 		}
 		return ok("Successfully renamed " + a.OldPath + " to " + a.NewPath), nil
 	})
+}
+
+// refusedBelow words the refusal of a delete or rename for a file below the directory it
+// changes: one whose name no path may hold (made outside memory-mcp), or one a rename
+// would take past the length a path may have.
+func (h *Memory) refusedBelow(err error) (Result, bool) {
+	var pe *vfs.PathError
+	if !errors.As(err, &pe) {
+		return Result{}, false
+	}
+	shown := *pe
+	shown.Path = h.Shown(pe.Path)
+	return pathRefused(&shown), true
 }
 
 func deref(r *Result) Result {

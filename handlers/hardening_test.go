@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -443,12 +444,17 @@ func TestRenameKeepsPathsWithinTheLimit(t *testing.T) {
 	}
 }
 
-// A file made outside memory-mcp with a name no path may hold (a newline, an escape code,
-// invalid UTF-8) is left out of listings, resources and searches, as a hidden one is: a
-// newline in a listed name would forge a line of the listing.
+// A file made outside memory-mcp with a name no path may end in (a newline, an escape
+// code, invalid UTF-8, a slash look-alike) is left out of listings, resources, searches,
+// the person's tree and exports: a newline in a listed name would forge a line of the
+// listing, and an export holding it would not import. A delete or rename of a directory
+// holding one is refused: the history could not record the change, nor undo it.
 func TestNamesNoPathCanHold(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"a\n1B\tforged.md", "c\x1b[31m.md", string([]byte{0xff, 'z'}), "ok.md"} {
+	for _, name := range []string{"a\n1B\tforged.md", "c\x1b[31m.md", string([]byte{0xff, 'z'}), "a\u2215b.md", "ok.md", "d/ok.md", "d/a\nb.md"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -460,14 +466,47 @@ func TestNamesNoPathCanHold(t *testing.T) {
 	defer st.Close()
 	h := handlers.New(st, handlers.DefaultLimits())
 	ctx := context.Background()
-	want := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n2B\t/memories\n2B\t/memories/ok.md"
+	want := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n4B\t/memories\n2B\t/memories/d/\n2B\t/memories/d/ok.md\n2B\t/memories/ok.md"
 	if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}); res.Text != want {
 		t.Errorf("listing:\n%s\nwant:\n%s", res.Text, want)
 	}
-	if list, err := h.FileList(ctx); err != nil || len(list) != 1 || list[0].Path != "/memories/ok.md" {
-		t.Errorf("file list: %+v, %v", list, err)
+	var paths []string
+	list, err := h.FileList(ctx)
+	for _, f := range list {
+		paths = append(paths, f.Path)
 	}
-	if ms, _, err := h.Search(ctx, "x"); err != nil || len(ms) != 1 || ms[0].Path != "/memories/ok.md" {
+	if err != nil || strings.Join(paths, " ") != "/memories/d/ok.md /memories/ok.md" {
+		t.Errorf("file list: %q, %v", paths, err)
+	}
+	tree, _, err := h.Files(ctx)
+	if err != nil || len(tree.Children) != 2 || len(tree.Children[0].Children) != 1 || tree.Size != 4 {
+		t.Errorf("the person's tree: %+v, %v", tree, err)
+	}
+	if ms, _, err := h.Search(ctx, "x"); err != nil || len(ms) != 2 {
 		t.Errorf("search: %+v, %v", ms, err)
+	}
+
+	refused := `Error: Path "/memories/d/a\nb.md" contains characters that are not allowed`
+	if res := h.Exec(ctx, map[string]any{"command": "delete", "path": "/memories/d"}); res.Text != refused {
+		t.Errorf("delete: %s\nwant: %s", res.Text, refused)
+	}
+	if res := h.Exec(ctx, map[string]any{"command": "rename", "old_path": "/memories/d", "new_path": "/memories/e"}); res.Text != refused {
+		t.Errorf("rename: %s\nwant: %s", res.Text, refused)
+	}
+	_, err = h.Remove(ctx, "/memories/d", nil)
+	if want := `/memories/d holds "/memories/d/a\nb.md", a name no memory path may hold: remove or rename it outside memory-mcp first`; err == nil || err.Error() != want {
+		t.Errorf("a person's delete: %v\nwant: %s", err, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d", "a\nb.md")); err != nil {
+		t.Errorf("after the refusals: %v", err)
+	}
+
+	var tar bytes.Buffer
+	if err := st.Export(ctx, &tar, true); err != nil {
+		t.Fatal(err)
+	}
+	again := files.NewMemoryStore()
+	if got, err := again.Import(ctx, &tar, vfs.ImportLimits{}); err != nil || got.Files != 2 {
+		t.Errorf("import of the export: %+v, %v", got, err)
 	}
 }

@@ -119,8 +119,8 @@ func (h *Memory) files(ctx context.Context, skip func(string) bool, budget int) 
 	return root, truncated, err
 }
 
-// showAll skips no entry of a tree: a person sees hidden files too.
-func showAll(string) bool { return false }
+// showAll skips only the entries no path can name: a person sees hidden files too.
+func showAll(name string) bool { return !vfs.ValidName(name) }
 
 // fileNode converts a tree node, spending one unit of budget per entry.
 func fileNode(n vfs.Node, p string, changed map[string]time.Time, budget *int) FileNode {
@@ -263,7 +263,11 @@ func (h *Memory) Remove(ctx context.Context, path string, expect *vfs.Digest) (*
 		} else if err != nil {
 			return err
 		}
-		return tx.RemoveAll(p)
+		err := tx.RemoveAll(p)
+		if below := (*vfs.PathError)(nil); errors.As(err, &below) {
+			return refuse("%s holds %q, a name no memory path may hold: remove or rename it outside memory-mcp first", p, below.Path)
+		}
+		return err
 	})
 }
 

@@ -245,9 +245,9 @@ func (h *Memory) listDir(ctx context.Context, tx *vfs.Tx, p vfs.Path, sent strin
 }
 
 // hidden reports whether a listing leaves an entry out: hidden entries, node_modules, and
-// names no path may hold (made outside memory-mcp: a newline in one would forge a line).
+// names no path may end in (made outside memory-mcp: a newline in one would forge a line).
 func hidden(name string) bool {
-	return name == "" || name[0] == '.' || name == "node_modules" || vfs.HasBadCharacters(name)
+	return name == "" || name[0] == '.' || name == "node_modules" || !vfs.ValidName(name)
 }
 
 // Listed reports whether a listing shows the file at path p: no element of it is hidden

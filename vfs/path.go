@@ -110,7 +110,7 @@ func Resolve(vpath string) (Path, error) { return resolve(vpath, runtime.GOOS ==
 // resolve is Resolve, with Windows' name rules applied when windowsNames is set (so that
 // they are tested on every platform).
 func resolve(vpath string, windowsNames bool) (Path, error) {
-	if HasBadCharacters(vpath) {
+	if hasBadCharacters(vpath) {
 		return Path{}, &PathError{Path: vpath, Kind: BadCharacters}
 	}
 	if vpath != Root && !strings.HasPrefix(vpath, Root+"/") {
@@ -178,9 +178,19 @@ func MustResolve(vpath string) Path {
 	return p
 }
 
-// HasBadCharacters reports whether s holds a character that no path may hold (P1): a
-// name made outside memory-mcp may, and a listing that showed it would lie about names.
-func HasBadCharacters(s string) bool {
+// ValidName reports whether a path may end in the directory entry name. A name made
+// outside memory-mcp may break the rules, and then no path can name its file: listings and
+// exports leave it out, and a delete or rename of a directory holding it is refused.
+func ValidName(name string) bool {
+	if name == "" || name == "." || strings.Contains(name, "/") {
+		return false
+	}
+	_, err := Resolve(Root + "/" + name)
+	return err == nil
+}
+
+// hasBadCharacters reports whether s holds a character that no path may hold (P1).
+func hasBadCharacters(s string) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {

@@ -69,6 +69,9 @@ func (s *Store) Export(ctx context.Context, w io.Writer, withHistory bool) error
 				return err
 			}
 			for _, e := range entries {
+				if !ValidName(e.Name) {
+					continue // made outside memory-mcp: no import could name it
+				}
 				p := dir.Join(e.Name)
 				switch e.Kind {
 				case KindDir:

@@ -262,7 +262,8 @@ func (tx *Tx) state(p Path) (fileState, error) {
 }
 
 // files describes the regular file at p, or every regular file below the directory at p,
-// as a delete or rename of p is about to change them.
+// as a delete or rename of p is about to change them. A name below p that no path may
+// hold fails with its *PathError.
 func (tx *Tx) files(p Path) ([]fileState, error) {
 	e, err := tx.t.Stat(tx.ctx, p)
 	if err != nil {
@@ -290,6 +291,11 @@ func (tx *Tx) files(p Path) ([]fileState, error) {
 		walk = func(dir Path, nodes []Node) error {
 			for _, n := range nodes {
 				q := dir.Join(n.Name)
+				// A name made outside memory-mcp that no path may hold: its change could
+				// be neither recorded, nor undone, nor exported, so none is made.
+				if _, err := Resolve(q.clean); err != nil {
+					return err
+				}
 				if n.Dir {
 					if err := walk(q, n.Children); err != nil {
 						return err
