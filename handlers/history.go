@@ -174,15 +174,24 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 			if v.NewPath != "" {
 				to = v.NewPath
 			}
-			// The side before is the file's own version before this one, by its number
-			// (the numbers of the log, the page and restore): none for a file the history
-			// saw created here, or that predates it.
+			// A change may touch a file twice (create, then write; rename, then write):
+			// the side before is the file before the change's first version of it.
+			first := i
+			for j := i - 1; j >= 0 && vs[j].Seq == v.Seq; j-- {
+				if from := vs[first].Path; vs[j].NewPath == from || vs[j].NewPath == "" && vs[j].Path == from {
+					first = j
+				}
+			}
+			from := vs[first].Path
+			// It is labelled with the file's own version before, by its number (the
+			// numbers of the log, the page and restore): none for a file the history saw
+			// created here, or that predates it.
 			// The labels name the files as the model and people see them; the contents
 			// are shown as they are.
-			a = side{fmt.Sprintf("%s (before @%d)", h.Shown(v.Path), v.Seq), v.Before(v.Path), v.Seq - 1, v.Path}
-			for j := i - 1; j >= 0; j-- {
-				if vs[j].Touches(v.Path) {
-					a.label, a.seq = fmt.Sprintf("%s@%d", h.Shown(v.Path), vs[j].Seq), vs[j].Seq
+			a = side{fmt.Sprintf("%s (before @%d)", h.Shown(from), v.Seq), vs[first].Before(from), v.Seq - 1, from}
+			for j := first - 1; j >= 0; j-- {
+				if vs[j].Touches(from) {
+					a.label, a.seq = fmt.Sprintf("%s@%d", h.Shown(from), vs[j].Seq), vs[j].Seq
 					break
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -288,6 +289,33 @@ func TestDiffNamesTheVersionsCompared(t *testing.T) {
 			want = "--- /memories/status.md@4 (redacted)\n+++ /memories/status.md@6\n@@ -0,0 +1 @@\n+six\n"
 			if d, err := h.Diff(ctx, "/memories/status.md", 6); err != nil || d != want {
 				t.Errorf("diff with the earlier side redacted:\n%s%v\nwant\n%s", d, err, want)
+			}
+
+			// A change may touch a file twice: its diff runs from before the first time.
+			b, err := f.store.Apply(ctx, "update", func(tx *vfs.Tx) error {
+				p := vfs.MustResolve
+				if err := tx.CreateFile(p("/memories/twice.md"), []byte("first\n")); err != nil {
+					return err
+				}
+				if err := tx.WriteFile(p("/memories/twice.md"), []byte("second\n")); err != nil {
+					return err
+				}
+				if err := tx.Rename(p("/memories/other.md"), p("/memories/o2.md")); err != nil {
+					return err
+				}
+				return tx.WriteFile(p("/memories/o2.md"), []byte("w\n"))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := b.Version
+			want = fmt.Sprintf("--- /memories/twice.md (before @%d)\n+++ /memories/twice.md@%d\n@@ -0,0 +1 @@\n+second\n", n, n)
+			if d, err := h.Diff(ctx, "/memories/twice.md"); err != nil || d != want {
+				t.Errorf("diff of a file created and written in one change:\n%s%v\nwant\n%s", d, err, want)
+			}
+			want = fmt.Sprintf("--- /memories/other.md@5\n+++ /memories/o2.md@%d\n@@ -1 +1 @@\n-z\n+w\n", n)
+			if d, err := h.Diff(ctx, "/memories/o2.md", n); err != nil || d != want {
+				t.Errorf("diff of a file renamed and written in one change:\n%s%v\nwant\n%s", d, err, want)
 			}
 		})
 	}
