@@ -181,7 +181,6 @@ func testHostileImports(t *testing.T, open func(t *testing.T, cfg vfs.HistoryCon
 		{"seq about to wrap", stream(files, with(func(v *vfs.Version) { v.Seq = 1<<64 - 1 })), vfs.ImportLimits{}, "seq must be from 1 to"},
 		{"seq zero", stream(files, []vfs.Version{{Seq: 0, Time: ok.Time, Actor: "a", Command: "create", Kind: vfs.Created, Path: "/memories/ok.md"}}), vfs.ImportLimits{}, "seq must be from 1 to"},
 		{"seqs going down", stream(files, append(with(func(v *vfs.Version) { v.Seq = 5 }), ok)), vfs.ImportLimits{}, "must not go down"},
-		{"one file created twice in one change", stream(files, with(func(v *vfs.Version) {})), vfs.ImportLimits{}, "changes twice in one change"},
 		{"an actor with escape codes", stream(files, with(func(v *vfs.Version) { v.Seq, v.Actor = 2, "evil\n\x1b[31mred" })), vfs.ImportLimits{}, "printable text"},
 		{"a command too long", stream(files, with(func(v *vfs.Version) { v.Seq, v.Command = 2, strings.Repeat("c", 300) })), vfs.ImportLimits{}, "printable text"},
 		{"a kind made up", stream(files, with(func(v *vfs.Version) { v.Seq, v.Kind = 2, "exploded" })), vfs.ImportLimits{}, "kind"},

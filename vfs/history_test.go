@@ -1,0 +1,79 @@
+package vfs
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// simulate turns ops into the versions a store records for them: each op changes one of
+// three files (create, write, delete, or rename to another), a zero op ends a change. It
+// returns the versions and the files as the ops leave them.
+func simulate(ops []byte) ([]Version, map[string]FileState) {
+	names := []string{"/memories/a", "/memories/b", "/memories/c"}
+	files := map[string]FileState{}
+	var vs []Version
+	seq := uint64(1)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, op := range ops {
+		if op == 0 {
+			seq++
+			continue
+		}
+		p, q := names[int(op)%3], names[int(op/3)%3]
+		content := []byte(fmt.Sprint(i))
+		st := FileState{Exists: true, Size: int64(len(content)), SHA256: DigestOf(content)}
+		before := files[p]
+		v := Version{Seq: seq, Time: start.Add(time.Duration(seq)*time.Hour + time.Duration(i)*time.Millisecond),
+			Actor: "a", Command: "c", Path: p, PrevSize: before.Size, Prev: before.SHA256}
+		switch kind := op / 9 % 3; {
+		case !before.Exists:
+			v.Kind, v.PrevSize, v.Size, v.SHA256 = Created, 0, st.Size, st.SHA256
+			files[p] = st
+		case kind == 0 && p != q && !files[q].Exists:
+			v.Kind, v.NewPath, v.Size, v.SHA256 = Moved, q, before.Size, before.SHA256
+			files[q] = before
+			delete(files, p)
+		case kind == 1:
+			v.Kind, v.PrevSize, v.Prev = Deleted, before.Size, before.SHA256
+			delete(files, p)
+		default:
+			v.Kind, v.Size, v.SHA256 = Modified, st.Size, st.SHA256
+			files[p] = st
+		}
+		vs = append(vs, v)
+	}
+	return vs, files
+}
+
+// Whatever the limits drop, a pruned history still reads as the store wrote it (an export
+// of it imports), and it still knows every file's current content.
+func FuzzPrune(f *testing.F) {
+	f.Add([]byte{1, 10, 0, 2, 11, 20, 0, 4, 5, 0, 19}, uint8(1), uint16(20), uint8(3))
+	f.Add([]byte{1, 9, 4, 13, 0, 2, 1, 0, 3, 19, 28, 1}, uint8(0), uint16(5), uint8(0))
+	f.Fuzz(func(t *testing.T, ops []byte, maxVersions uint8, maxBytes uint16, maxAgeHours uint8) {
+		if len(ops) > 200 {
+			return
+		}
+		vs, files := simulate(ops)
+		if err := checkVersions(vs); err != nil {
+			t.Fatalf("the simulation wrote a history the store would not: %v", err)
+		}
+		c := HistoryConfig{MaxVersions: int(maxVersions % 4), MaxBytes: int64(maxBytes % 64),
+			MaxAge: time.Duration(maxAgeHours%8) * time.Hour}
+		last := uint64(1)
+		if len(vs) > 0 {
+			last = vs[len(vs)-1].Seq
+		}
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(last) * time.Hour)
+		kept, _ := c.Prune(append([]Version(nil), vs...), now)
+		if err := checkVersions(kept); err != nil {
+			t.Errorf("pruned with %+v, the history no longer imports: %v", c, err)
+		}
+		for p, want := range files {
+			if st, known := StateAt(kept, p, last); !known || st != want {
+				t.Errorf("pruned with %+v, %s is %+v, known %v; want %+v", c, p, st, known, want)
+			}
+		}
+	})
+}
