@@ -238,3 +238,106 @@ func FuzzRoute(f *testing.F) {
 		}
 	})
 }
+
+// Restore undoes: after any changes, a restore of the memory or of a directory to a version
+// makes every file below it as it was then, leaves the rest as it is, and is undone by a
+// restore to the version before it. Each op writes, deletes or renames one of a few paths
+// (files and directories that may take each other's place), through a person's commands
+// and the model's.
+func FuzzRestore(f *testing.F) {
+	f.Add([]byte{0, 1, 3, 130, 4, 192, 5, 2, 137, 8, 194}, uint8(2), false)
+	f.Add([]byte{3, 1, 5, 139, 192, 0, 161, 2, 196, 3}, uint8(1), true)
+	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/d/e/c.md", "/memories/e.md", "/memories/d/e"}
+	f.Fuzz(func(t *testing.T, ops []byte, to uint8, dirOnly bool) {
+		if len(ops) > 40 {
+			return
+		}
+		ctx := context.Background()
+		h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
+		snapshot := func() map[string]string {
+			list, err := h.FileList(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, f := range list {
+				data, _, err := h.Read(ctx, f.Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[f.Path] = string(data)
+			}
+			return out
+		}
+		var versions []uint64
+		states := map[uint64]map[string]string{}
+		for i, op := range ops {
+			p, q := paths[int(op)%len(paths)], paths[int(op/8)%len(paths)]
+			var version uint64
+			switch op / 64 {
+			case 0, 1:
+				b, err := h.Write(ctx, p, []byte(strconv.Itoa(i)+"\n"), nil)
+				if err == nil && b != nil {
+					version = b.Version
+				}
+			case 2:
+				if res := h.Exec(ctx, map[string]any{"command": "rename", "old_path": p, "new_path": q}); res.Batch != nil {
+					version = res.Batch.Version
+				}
+			default:
+				if res := h.Exec(ctx, map[string]any{"command": "delete", "path": p}); res.Batch != nil {
+					version = res.Batch.Version // nil for an empty directory: no file changed
+				}
+			}
+			if version != 0 {
+				versions = append(versions, version)
+				states[version] = snapshot()
+			}
+		}
+		if len(versions) == 0 {
+			return
+		}
+		target := versions[int(to)%len(versions)]
+		dir := "/memories"
+		if dirOnly {
+			dir = "/memories/d"
+		}
+		under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+		before := snapshot()
+		want := map[string]string{}
+		for p, data := range before {
+			if !under(p) {
+				want[p] = data
+			}
+		}
+		for p, data := range states[target] {
+			if under(p) {
+				want[p] = data
+			}
+		}
+		res, err := h.Restore(ctx, dir, target)
+		if err != nil {
+			// A file outside dir where the restore needs a directory refuses it; in a
+			// restore of the whole memory, nothing can be in the way.
+			if !dirOnly {
+				t.Fatalf("restore of the memory to %d: %v", target, err)
+			}
+			if after := snapshot(); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Fatalf("a refused restore (%v) changed the memory", err)
+			}
+			return
+		}
+		if got := snapshot(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("restore of %s to %d:\n got %v\nwant %v", dir, target, got, want)
+		}
+		if res.Version == 0 {
+			return
+		}
+		if _, err := h.Restore(ctx, dir, versions[len(versions)-1]); err != nil {
+			t.Fatalf("undo of the restore: %v", err)
+		}
+		if got := snapshot(); fmt.Sprint(got) != fmt.Sprint(before) {
+			t.Fatalf("undo of the restore:\n got %v\nwant %v", got, before)
+		}
+	})
+}

@@ -296,6 +296,12 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 				err = tx.WriteFile(s.p, s.data)
 				res.Modified = append(res.Modified, s.p.String())
 			} else {
+				if s.dir {
+					// Only directories are left in it, unless the deletes took them.
+					if err := tx.RemoveAll(s.p); err != nil && !vfs.IsNotExist(err) {
+						return err
+					}
+				}
 				err = tx.CreateFile(s.p, s.data)
 				res.Created = append(res.Created, s.p.String())
 			}
@@ -320,6 +326,28 @@ type restoreStep struct {
 	data []byte
 	old  int64 // size now (0: absent)
 	now  bool  // exists now
+	dir  bool  // a directory is in its place now, which the deletes leave holding only directories
+}
+
+// emptiedBy reports whether the files below the directory dir are all deleted by a restore
+// to want, and nothing else is there but directories.
+func emptiedBy(tx *vfs.Tx, dir vfs.Path, want map[string]vfs.FileState) (bool, error) {
+	entries, err := tx.List(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		q := dir.Join(e.Name)
+		switch w, listed := want[q.String()]; {
+		case e.IsDir():
+			if ok, err := emptiedBy(tx, q, want); !ok || err != nil {
+				return false, err
+			}
+		case !e.IsRegular() || !listed || w.Exists:
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // planRestore returns what bringing the files of want (below p) back to their states after
@@ -338,11 +366,23 @@ func (h *Memory) planRestore(tx *vfs.Tx, p vfs.Path, seq uint64, want map[string
 		if err != nil && !vfs.IsNotExist(err) {
 			return nil, nil, err
 		}
+		dirInTheWay := false
 		if exists && !cur.IsRegular() {
 			if !w.Exists && cur.IsDir() {
 				continue // a directory now where a file was deleted: its files are listed too
 			}
-			return nil, nil, refuse("%s is not a regular file now: move it away, then restore", q)
+			// A directory now where the file was goes if the restore deletes all its files
+			// (the undo of a restore that put it there).
+			if cur.IsDir() {
+				dirInTheWay, err = emptiedBy(tx, vp, want)
+				if err != nil {
+					return nil, nil, err
+				}
+			}
+			if !dirInTheWay {
+				return nil, nil, refuse("%s is not a regular file now: move it away, then restore", q)
+			}
+			exists = false
 		}
 		var data []byte
 		if exists {
@@ -374,7 +414,7 @@ func (h *Memory) planRestore(tx *vfs.Tx, p vfs.Path, seq uint64, want map[string
 					return nil, nil, refuse("%s cannot be restored: %s is a file now, where its directory was", q, blocker)
 				}
 			}
-			writes = append(writes, restoreStep{p: vp, data: old, old: int64(len(data)), now: exists})
+			writes = append(writes, restoreStep{p: vp, data: old, old: int64(len(data)), now: exists, dir: dirInTheWay})
 		}
 	}
 	if len(deletes)+len(writes) == 0 {
