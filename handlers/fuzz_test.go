@@ -243,17 +243,27 @@ func FuzzRoute(f *testing.F) {
 // makes every file below it as it was then, leaves the rest as it is, and is undone by a
 // restore to the version before it. Each op writes, deletes or renames one of a few paths
 // (files and directories that may take each other's place), through a person's commands
-// and the model's.
+// and the model's, in the main store or in a mount.
 func FuzzRestore(f *testing.F) {
-	f.Add([]byte{0, 1, 3, 130, 4, 192, 5, 2, 137, 8, 194}, uint8(2), false)
-	f.Add([]byte{3, 1, 5, 139, 192, 0, 161, 2, 196, 3}, uint8(1), true)
-	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/d/e/c.md", "/memories/e.md", "/memories/d/e"}
-	f.Fuzz(func(t *testing.T, ops []byte, to uint8, dirOnly bool) {
+	f.Add([]byte{0, 1, 3, 130, 4, 192, 5, 2, 137, 8, 194}, uint8(2), false, false)
+	f.Add([]byte{3, 1, 5, 139, 192, 0, 161, 2, 196, 3}, uint8(1), true, true)
+	names := []string{"a.md", "d/b.md", "d", "d/e/c.md", "e.md", "d/e"}
+	f.Fuzz(func(t *testing.T, ops []byte, to uint8, dirOnly, mounted bool) {
 		if len(ops) > 40 {
 			return
 		}
 		ctx := context.Background()
-		h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
+		top := "/memories"
+		var opts []handlers.Option
+		if mounted {
+			top = "/memories/m"
+			opts = append(opts, handlers.WithMounts(handlers.Mount{Name: "m", Memory: handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())}))
+		}
+		var paths []string
+		for _, n := range names {
+			paths = append(paths, top+"/"+n)
+		}
+		h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), opts...)
 		snapshot := func() map[string]string {
 			list, err := h.FileList(ctx)
 			if err != nil {
@@ -298,9 +308,9 @@ func FuzzRestore(f *testing.F) {
 			return
 		}
 		target := versions[int(to)%len(versions)]
-		dir := "/memories"
+		dir := top
 		if dirOnly {
-			dir = "/memories/d"
+			dir = top + "/d"
 		}
 		under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 		before := snapshot()
