@@ -266,7 +266,14 @@ func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 		return nil, err
 	}
 	files := map[string]bool{}
-	if err := tx.walkFiles(ctx, "", false, func(name string, _ int64) { files[name] = true }); err != nil {
+	err = tx.walkFiles(ctx, "", false, func(name string, _ int64) {
+		// A name made outside memory-mcp that no path may hold is not tracked: expiry
+		// could not record its deletion, and a newline in it would forge journal lines.
+		if _, err := vfs.Resolve(vfs.Root + "/" + name); err == nil {
+			files[name] = true
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	now := a.now().Unix()

@@ -173,3 +173,40 @@ func TestAccessJournalFollowsItsFile(t *testing.T) {
 		t.Errorf("the change to c.md went to the journal of the directory moved away: %q", j)
 	}
 }
+
+// A file made outside memory-mcp whose name no path may hold is never expired: its
+// deletion could not be recorded (as the model's delete refuses it), nor imported again.
+func TestExpireLeavesNamesNoPathCanHold(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	const day = 24 * time.Hour
+	os.MkdirAll(filepath.Join(dir, "d"), 0o700)
+	for _, name := range []string{"ok.md", "a\nold.md", "d/t\tab.md"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600)
+	}
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.TrackAccess(clock.now); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Expire(ctx, 7*day, false); err != nil { // starts the grace periods
+		t.Fatal(err)
+	}
+	clock.advance(8 * day)
+	got, err := s.Expire(ctx, 7*day, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []vfs.Expired{{Path: "/memories/ok.md", Size: 1}}; !cmp.Equal(want, got) {
+		t.Errorf("expired %+v, want %+v", got, want)
+	}
+	for _, name := range []string{"a\nold.md", "d/t\tab.md"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+}
