@@ -351,3 +351,72 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// The limits hold whatever the model and people do: after every change, no file is over
+// the per-file limit and the files together are within the store's, and a change refused
+// for a limit changes nothing.
+func FuzzLimits(f *testing.F) {
+	f.Add([]byte{0, 40, 1, 80, 2, 30, 3, 90, 4, 60, 5, 10, 6, 70, 7, 20})
+	f.Add([]byte{8, 200, 9, 120, 10, 255, 11, 3})
+	f.Add([]byte{0, 59, 2, 59, 1, 59, 17, 40}) // the third file is over the store's limit
+	const maxFile, maxStore = 64, 160
+	names := []string{"/memories/a.md", "/memories/d/b.md", "/memories/.hidden", "/memories/d"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 60 {
+			return
+		}
+		ctx := context.Background()
+		store := files.NewMemoryStore()
+		h := handlers.New(store, handlers.Limits{MaxViewChars: 1000, MaxFileBytes: maxFile, MaxStoreBytes: maxStore})
+		state := func() (usage int64, biggest int64) {
+			store.View(ctx, func(tx *vfs.Tx) error {
+				var walk func(p vfs.Path) error
+				walk = func(p vfs.Path) error {
+					entries, err := tx.List(p)
+					for _, e := range entries {
+						if e.IsDir() {
+							walk(p.Join(e.Name))
+						} else {
+							usage += e.Size
+							biggest = max(biggest, e.Size)
+						}
+					}
+					return err
+				}
+				return walk(vfs.MustResolve(vfs.Root))
+			})
+			return usage, biggest
+		}
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, n := ops[i], int(ops[i+1])
+			p, q := names[int(op)%len(names)], names[int(op/4)%len(names)]
+			text := strings.Repeat("x", n%100) + "\n"
+			beforeUsage, beforeBiggest := state()
+			var refused bool
+			var res handlers.Result
+			switch op / 16 % 6 {
+			case 0:
+				res = h.Exec(ctx, map[string]any{"command": "create", "path": p, "file_text": text})
+			case 1:
+				res = h.Exec(ctx, map[string]any{"command": "str_replace", "path": p, "old_str": "x\n", "new_str": text})
+			case 2:
+				res = h.Exec(ctx, map[string]any{"command": "insert", "path": p, "insert_line": 0, "insert_text": text})
+			case 3:
+				res = h.Exec(ctx, map[string]any{"command": "rename", "old_path": p, "new_path": q})
+			case 4:
+				_, err := h.Write(ctx, p, []byte(text), nil)
+				refused = err != nil && strings.Contains(err.Error(), "limit")
+			default:
+				res = h.Exec(ctx, map[string]any{"command": "delete", "path": p})
+			}
+			refused = refused || res.IsError && strings.Contains(res.Text, "limit")
+			usage, biggest := state()
+			if biggest > maxFile && biggest > beforeBiggest || usage > maxStore && usage > beforeUsage {
+				t.Fatalf("op %d: a file of %d bytes, %d in all (limits %d and %d): %s", i/2, biggest, usage, maxFile, maxStore, res.Text)
+			}
+			if refused && (usage != beforeUsage || biggest != beforeBiggest) {
+				t.Fatalf("op %d: refused for a limit (%s), yet the files changed", i/2, res.Text)
+			}
+		}
+	})
+}
