@@ -239,7 +239,8 @@ func FuzzRoute(f *testing.F) {
 	})
 }
 
-// Restore undoes: after any changes, a restore of the memory or of a directory to a version
+// Show and restore are true to the past: after any changes, show gives each file as it was
+// after each version, and a restore of the memory or of a directory to a version
 // makes every file below it as it was then, leaves the rest as it is, and is undone by a
 // restore to the version before it. Each op writes, deletes or renames one of a few paths
 // (files and directories that may take each other's place), through a person's commands
@@ -306,6 +307,16 @@ func FuzzRestore(f *testing.F) {
 		}
 		if len(versions) == 0 {
 			return
+		}
+		// show gives every file's content after every version, and nothing for a path
+		// that had no file then.
+		for _, v := range versions {
+			for _, p := range paths {
+				data, err := h.Show(ctx, p, v)
+				if want, ok := states[v][p]; ok != (err == nil) || string(data) != want {
+					t.Fatalf("show %s@%d: %q, %v; want %q (exists: %v)", p, v, data, err, want, ok)
+				}
+			}
 		}
 		target := versions[int(to)%len(versions)]
 		dir := top
