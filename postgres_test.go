@@ -46,7 +46,7 @@ func TestPostgresMigrateAndFlags(t *testing.T) {
 	dsn := vfstest.PostgresDSN(t)
 	for range 2 { // the second time there is nothing to do
 		out, err := exec.Command(binary, "-backend", "postgres", "-dsn", dsn, "migrate").CombinedOutput()
-		if err != nil || string(out) != "The database's schema is at version 3.\n" {
+		if err != nil || string(out) != "The database's schema is at version 4.\n" {
 			t.Fatalf("migrate: %v %q", err, out)
 		}
 	}

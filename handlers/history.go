@@ -98,7 +98,10 @@ func (h *Memory) Show(ctx context.Context, path string, seq uint64) ([]byte, err
 		if err := checkSeq(vs, seq); err != nil {
 			return err
 		}
-		st, known := vfs.StateAt(vs, p.String(), seq)
+		st, known, err := stateAt(tx, vs, p.String(), seq)
+		if err != nil {
+			return err
+		}
 		if !known {
 			return refuse("the history has no version of %s (see memory-mcp log)", p)
 		}
@@ -153,8 +156,14 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 		}
 		var a, b side
 		if len(seqs) == 2 {
-			a = side{fmt.Sprintf("%s@%d", h.Shown(p.String()), seqs[0]), state(vs, p.String(), seqs[0]), seqs[0], p.String()}
-			b = side{fmt.Sprintf("%s@%d", h.Shown(p.String()), seqs[1]), state(vs, p.String(), seqs[1]), seqs[1], p.String()}
+			// A file no version touched is absent on its side.
+			for i, s := range []*side{&a, &b} {
+				st, _, err := stateAt(tx, vs, p.String(), seqs[i])
+				if err != nil {
+					return err
+				}
+				*s = side{fmt.Sprintf("%s@%d", h.Shown(p.String()), seqs[i]), st, seqs[i], p.String()}
+			}
 		} else {
 			// The change: the last one to the file, or the one version seqs[0] made to it.
 			i := len(vs) - 1
@@ -221,10 +230,24 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 	return out, err
 }
 
-// state is StateAt, with a file no version touched taken as absent.
-func state(vs []vfs.Version, p string, seq uint64) vfs.FileState {
-	st, _ := vfs.StateAt(vs, p, seq)
-	return st
+// stateAt is vfs.StateAt for the file at p after version seq, refused where pruning
+// dropped what it would need; known is false when no version touched p.
+func stateAt(tx *vfs.Tx, vs []vfs.Version, p string, seq uint64) (st vfs.FileState, known bool, err error) {
+	pruned, err := tx.Pruned()
+	if err != nil {
+		return st, false, err
+	}
+	st, known = vfs.StateAt(vs, p, seq, pruned)
+	if !known && pruned > 0 && (seq <= pruned || slices.ContainsFunc(vs, func(v vfs.Version) bool { return v.Touches(p) })) {
+		return st, false, prunedAway(seq, pruned)
+	}
+	return st, known, nil
+}
+
+// prunedAway refuses to say what was there after version seq, before the history's
+// pruned horizon.
+func prunedAway(seq, pruned uint64) error {
+	return refuse("the history no longer knows every change up to version %d: versions up to %d were pruned by its limits (-history-max-age, -history-max-bytes); choose a later version", seq, pruned)
 }
 
 // Restored says what a restore did.
@@ -274,6 +297,14 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 		seq, err := target(vs)
 		if err != nil {
 			return err
+		}
+		// Every version after seq must be kept, or the restore would miss a change.
+		pruned, err := tx.Pruned()
+		if err != nil {
+			return err
+		}
+		if seq < pruned {
+			return prunedAway(seq, pruned)
 		}
 		deletes, writes, err := h.planRestore(tx, p, seq, vfs.ChangedSince(vs, p.String(), seq))
 		if err != nil || len(deletes)+len(writes) == 0 {

@@ -320,3 +320,38 @@ func TestDiffNamesTheVersionsCompared(t *testing.T) {
 		})
 	}
 }
+
+// Where pruning dropped versions, the history no longer guesses: show, diff and restore
+// refuse what they would need a dropped version for, instead of answering with the
+// content of a later one, and answer as before from there on.
+func TestPrunedHistoryDoesNotGuess(t *testing.T) {
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := vfs.HistoryConfig{MaxVersions: 1, Now: func() time.Time { return clock }}
+	h := handlers.New(files.NewMemoryStore(vfs.WithHistory(cfg)), handlers.DefaultLimits())
+	ctx := context.Background()
+	for _, text := range []string{"a\n", "b\n", "c\n"} { // versions 1, 2, 3
+		clock = clock.Add(2 * time.Hour) // a pruning pass at each change
+		if _, err := h.Write(ctx, "/memories/f.md", []byte(text), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := "the history no longer knows every change up to version 1: versions up to 2 were pruned by its limits (-history-max-age, -history-max-bytes); choose a later version"
+	if data, err := h.Show(ctx, "/memories/f.md", 1); err == nil || err.Error() != refused {
+		t.Errorf("show of a pruned version: %q, %v", data, err)
+	}
+	if d, err := h.Diff(ctx, "/memories/f.md", 1, 3); err == nil || err.Error() != refused {
+		t.Errorf("diff from a pruned version: %q, %v", d, err)
+	}
+	if res, err := h.Restore(ctx, "/memories/f.md", 1); err == nil || err.Error() != refused {
+		t.Errorf("restore to a pruned version: %+v, %v", res, err)
+	}
+	if data, err := h.Show(ctx, "/memories/f.md", 2); err != nil || string(data) != "b\n" {
+		t.Errorf("show after the last pruned version: %q, %v", data, err)
+	}
+	if _, err := h.Restore(ctx, "/memories/f.md", 2); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := h.Read(ctx, "/memories/f.md"); err != nil || string(data) != "b\n" {
+		t.Errorf("after the restore to version 2: %q, %v", data, err)
+	}
+}

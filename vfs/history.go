@@ -104,19 +104,32 @@ func (v *Version) Before(p string) FileState {
 }
 
 // StateAt returns the state of the file at p as it was after transaction seq, from the
-// versions (oldest first): the latest version at or before seq that touched p says; when
-// none did (history pruned, or a file older than the history), the first later one says
-// what came before it. known is false when no version touches p at all.
-func StateAt(vs []Version, p string, seq uint64) (st FileState, known bool) {
+// versions (oldest first) of a history that pruning left with versions up to pruned
+// (0: none) dropped. The latest version at or before seq that touched p says, unless a
+// dropped one may have come after it; else, when none can have been dropped after seq, the
+// first later one says what came before it (a file older than the history). known is
+// false when no version says: none touches p, or what did was pruned.
+func StateAt(vs []Version, p string, seq, pruned uint64) (st FileState, known bool) {
 	i := firstAfter(vs, seq)
-	for j := i - 1; j >= 0; j-- {
-		if vs[j].Touches(p) {
-			return vs[j].After(p), true
+	last := true // whether vs[j] is the last version that touches p
+	for j := len(vs) - 1; j >= 0; j-- {
+		if !vs[j].Touches(p) {
+			continue
 		}
+		if j < i {
+			// Pruning drops a file's oldest versions first, never its current one.
+			if st := vs[j].After(p); vs[j].Seq > pruned || last && st.Exists {
+				return st, true
+			}
+			break
+		}
+		last = false
 	}
-	for j := i; j < len(vs); j++ {
-		if vs[j].Touches(p) {
-			return vs[j].Before(p), true
+	if seq >= pruned {
+		for j := i; j < len(vs); j++ {
+			if vs[j].Touches(p) {
+				return vs[j].Before(p), true
+			}
 		}
 	}
 	return FileState{}, false
@@ -189,10 +202,12 @@ func (c HistoryConfig) Clock() time.Time {
 	return time.Now()
 }
 
-// Prune returns the versions (oldest first) that the limits keep, and the bytes of the
-// distinct contents they name. A file's current version is always kept, and with it the
-// content before the oldest kept version of each file.
-func (c HistoryConfig) Prune(vs []Version, now time.Time) (kept []Version, bytes int64) {
+// Prune returns the versions (oldest first) that the limits keep, the bytes of the
+// distinct contents they name, and the highest number of a version it dropped (0: none),
+// which a history keeps as the point before which it no longer knows every change (see
+// StateAt). A file's current version is always kept, and with it the content before the
+// oldest kept version of each file.
+func (c HistoryConfig) Prune(vs []Version, now time.Time) (kept []Version, bytes int64, dropped uint64) {
 	// The current version of each existing file: the last version that leaves it existing.
 	current := map[string]int{}
 	for i := range vs {
@@ -215,15 +230,16 @@ func (c HistoryConfig) Prune(vs []Version, now time.Time) (kept []Version, bytes
 	perPath := map[string]int{}
 	for i := len(vs) - 1; i >= 0; i-- {
 		v := &vs[i]
-		key := v.Path
-		if v.Kind == Moved {
-			key = v.NewPath
+		// A move counts for both its paths, and stays while either keeps it: so that the
+		// versions kept of any path are its newest (StateAt relies on it).
+		over := c.MaxVersions > 0
+		for _, p := range []string{v.Path, v.NewPath} {
+			if p != "" {
+				perPath[p]++
+				over = over && perPath[p] > c.MaxVersions
+			}
 		}
-		perPath[key]++
-		if protected[i] {
-			continue
-		}
-		if c.MaxAge > 0 && now.Sub(v.Time) > c.MaxAge || c.MaxVersions > 0 && perPath[key] > c.MaxVersions {
+		if !protected[i] && (c.MaxAge > 0 && now.Sub(v.Time) > c.MaxAge || over) {
 			drop[i] = true
 		}
 	}
@@ -262,9 +278,11 @@ func (c HistoryConfig) Prune(vs []Version, now time.Time) (kept []Version, bytes
 	for i := range vs {
 		if !drop[i] {
 			kept = append(kept, vs[i])
+		} else {
+			dropped = max(dropped, vs[i].Seq)
 		}
 	}
-	return kept, bytes
+	return kept, bytes, dropped
 }
 
 // History is a storage's record of versions, used inside its transactions (Txn.History).
@@ -285,14 +303,18 @@ type History interface {
 
 	// Versions returns every version the history holds, oldest first.
 	Versions(ctx context.Context) ([]Version, error)
+	// Pruned returns the highest number of a version pruning dropped (0: none), durably
+	// kept from one pass to the next (the highest of them).
+	Pruned(ctx context.Context) (uint64, error)
 	// Content returns the content with digest d (ErrNoContent if it is not kept).
 	Content(ctx context.Context, d Digest) ([]byte, error)
 	// Redact purges the content with digest d, marking every version that named it as
 	// redacted by r; it returns how many versions it marked.
 	Redact(ctx context.Context, d Digest, r Redaction) (int, error)
 	// Import gives a history that has no versions the versions vs (oldest first) as they
-	// are: numbers, times and redactions included. The contents they name are Kept first.
-	Import(ctx context.Context, vs []Version) error
+	// are: numbers, times and redactions included, and pruned as Pruned returns it. The
+	// contents they name are Kept first.
+	Import(ctx context.Context, vs []Version, pruned uint64) error
 }
 
 // Outcome is how an operation announced to the history ended.

@@ -2,21 +2,25 @@ package vfs
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 )
 
 // simulate turns ops into the versions a store records for them: each op changes one of
 // three files (create, write, delete, or rename to another), a zero op ends a change. It
-// returns the versions and the files as the ops leave them.
-func simulate(ops []byte) ([]Version, map[string]FileState) {
+// returns the versions and the files after each change (by its number, from 1).
+func simulate(ops []byte) ([]Version, []map[string]FileState) {
 	names := []string{"/memories/a", "/memories/b", "/memories/c"}
 	files := map[string]FileState{}
 	var vs []Version
 	seq := uint64(1)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	states := []map[string]FileState{{}}
 	for i, op := range ops {
 		if op == 0 {
+			states = append(states, maps.Clone(files))
 			seq++
 			continue
 		}
@@ -43,11 +47,12 @@ func simulate(ops []byte) ([]Version, map[string]FileState) {
 		}
 		vs = append(vs, v)
 	}
-	return vs, files
+	return vs, append(states, files)
 }
 
 // Whatever the limits drop, a pruned history still reads as the store wrote it (an export
-// of it imports), and it still knows every file's current content.
+// of it imports), it still knows every file's current content, and what it says of any
+// file after any change is true: where pruning took what it would need, it says nothing.
 func FuzzPrune(f *testing.F) {
 	f.Add([]byte{1, 10, 0, 2, 11, 20, 0, 4, 5, 0, 19}, uint8(1), uint16(20), uint8(3))
 	f.Add([]byte{1, 9, 4, 13, 0, 2, 1, 0, 3, 19, 28, 1}, uint8(0), uint16(5), uint8(0))
@@ -55,7 +60,7 @@ func FuzzPrune(f *testing.F) {
 		if len(ops) > 200 {
 			return
 		}
-		vs, files := simulate(ops)
+		vs, states := simulate(ops)
 		if err := checkVersions(vs); err != nil {
 			t.Fatalf("the simulation wrote a history the store would not: %v", err)
 		}
@@ -66,13 +71,25 @@ func FuzzPrune(f *testing.F) {
 			last = vs[len(vs)-1].Seq
 		}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(last) * time.Hour)
-		kept, _ := c.Prune(append([]Version(nil), vs...), now)
+		kept, _, dropped := c.Prune(append([]Version(nil), vs...), now)
 		if err := checkVersions(kept); err != nil {
 			t.Errorf("pruned with %+v, the history no longer imports: %v", c, err)
 		}
-		for p, want := range files {
-			if st, known := StateAt(kept, p, last); !known || st != want {
+		for p, want := range states[last] {
+			if st, known := StateAt(kept, p, last, dropped); !known || st != want {
 				t.Errorf("pruned with %+v, %s is %+v, known %v; want %+v", c, p, st, known, want)
+			}
+		}
+		for seq := uint64(1); seq <= last; seq++ {
+			for _, p := range []string{"/memories/a", "/memories/b", "/memories/c"} {
+				st, known := StateAt(kept, p, seq, dropped)
+				if want := states[seq][p]; known && st != want {
+					t.Errorf("pruned with %+v (up to %d), %s after %d is %+v; want %+v", c, dropped, p, seq, st, want)
+				}
+				touched := slices.ContainsFunc(vs, func(v Version) bool { return v.Touches(p) })
+				if !known && dropped == 0 && touched {
+					t.Errorf("nothing pruned, yet the state of %s after %d is not known", p, seq)
+				}
 			}
 		}
 	})

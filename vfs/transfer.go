@@ -43,6 +43,8 @@ const maxImportEntry = 256 << 20
 type exportInfo struct {
 	Format  int  `json:"format"`
 	History bool `json:"history"`
+	// Pruned is the history's Pruned: the highest number of a version pruning dropped.
+	Pruned uint64 `json:"pruned,omitempty"`
 }
 
 // Export writes the store to w as a tar stream, with its history when withHistory is set
@@ -58,8 +60,15 @@ func (s *Store) Export(ctx context.Context, w io.Writer, withHistory bool) error
 			_, err := tw.Write(data)
 			return err
 		}
-		info, _ := json.Marshal(exportInfo{Format: exportFormat, History: withHistory})
-		if err := put(exportHeader, append(info, '\n')); err != nil {
+		info := exportInfo{Format: exportFormat, History: withHistory}
+		if withHistory {
+			var err error
+			if info.Pruned, err = tx.Pruned(); err != nil {
+				return err
+			}
+		}
+		head, _ := json.Marshal(info)
+		if err := put(exportHeader, append(head, '\n')); err != nil {
 			return err
 		}
 		var walk func(dir Path) error
@@ -196,7 +205,7 @@ func importStream(ctx context.Context, tx *Tx, r io.Reader, lim ImportLimits, go
 				return errors.New("the stream is empty")
 			}
 			if vs != nil {
-				if err := tx.hist.Import(ctx, vs); err != nil {
+				if err := tx.hist.Import(ctx, vs, info.Pruned); err != nil {
 					return err
 				}
 				got.Versions = len(vs)
@@ -229,6 +238,9 @@ func importStream(ctx context.Context, tx *Tx, r io.Reader, lim ImportLimits, go
 			}
 			if name != exportHeader || json.Unmarshal(data, &info) != nil || info.Format != exportFormat {
 				return fmt.Errorf("not a memory-mcp export (format %d)", exportFormat)
+			}
+			if info.Pruned > maxImportSeq {
+				return fmt.Errorf("%s: pruned must be at most %d", name, uint64(maxImportSeq))
 			}
 		case isFile:
 			p, err := Resolve(Root + "/" + strings.TrimPrefix(name, exportFiles))

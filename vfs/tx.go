@@ -320,6 +320,15 @@ func (tx *Tx) Versions() ([]Version, error) {
 	return tx.hist.Versions(tx.ctx)
 }
 
+// Pruned returns the highest number of a version that pruning dropped from the history (0:
+// none): what the history says of earlier versions may be incomplete (see StateAt).
+func (tx *Tx) Pruned() (uint64, error) {
+	if tx.hist == nil {
+		return 0, ErrNoHistory
+	}
+	return tx.hist.Pruned(tx.ctx)
+}
+
 // Content returns a content the history keeps, by digest (ErrNoContent when it was pruned or
 // redacted).
 func (tx *Tx) Content(d Digest) ([]byte, error) {

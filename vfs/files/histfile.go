@@ -50,6 +50,7 @@ type fileHistory struct {
 	offset    int64 // bytes of the log read so far: up to the end of its last whole line
 	lastSeq   uint64
 	lastGroup uint64
+	pruned    uint64               // see vfs.History.Pruned (kept in the log's header)
 	sizes     map[vfs.Digest]int64 // contents the versions name (kept in historyObjects) → size
 	bytes     int64                // their total
 	oldest    time.Time            // the time of the oldest version
@@ -309,6 +310,21 @@ func (ht *historyTx) Versions(ctx context.Context) (_ []vfs.Version, err error) 
 	return s.versions, nil
 }
 
+// Pruned reads the highest number of a version pruning dropped from the log's header.
+func (ht *historyTx) Pruned(ctx context.Context) (_ uint64, err error) {
+	defer func() { err = bookkeepingFault(err) }()
+	head, _, err := readHeadAndTail(ht.fs(), historyLogName, 4096, -1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var s logScan
+	s.scan(head, 0, true)
+	return s.pruned, nil
+}
+
 // Content returns the content with digest d, checked against it.
 func (ht *historyTx) Content(ctx context.Context, d vfs.Digest) (_ []byte, err error) {
 	defer func() { err = bookkeepingFault(err) }()
@@ -377,7 +393,7 @@ func (ht *historyTx) Redact(ctx context.Context, d vfs.Digest, r vfs.Redaction) 
 }
 
 // Import writes vs as the history of a store whose history has no versions.
-func (ht *historyTx) Import(ctx context.Context, vs []vfs.Version) (err error) {
+func (ht *historyTx) Import(ctx context.Context, vs []vfs.Version, pruned uint64) (err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -389,6 +405,7 @@ func (ht *historyTx) Import(ctx context.Context, vs []vfs.Version) (err error) {
 	if h.lastSeq != 0 || len(ht.group) > 0 {
 		return errors.New("vfs: history: import into a history that has versions")
 	}
+	h.pruned = pruned
 	return ht.rewrite(h, vs)
 }
 
@@ -413,7 +430,7 @@ func (ht *historyTx) rewriteLog(h *fileHistory, vs []vfs.Version) error {
 	h.loaded = false // whatever happens, read the log again
 	var buf bytes.Buffer
 	g := h.lastGroup + 1
-	lines := []logLine{{History: historyFormat, Epoch: newEpoch()}}
+	lines := []logLine{{History: historyFormat, Epoch: newEpoch(), Pruned: h.pruned}}
 	for i := range vs {
 		lines = append(lines, logLine{G: g, V: &vs[i]})
 	}
@@ -459,8 +476,9 @@ func (ht *historyTx) afterCommit() {
 	if err != nil {
 		return
 	}
-	kept, bytes := h.cfg.Prune(vs, now)
+	kept, bytes, dropped := h.cfg.Prune(vs, now)
 	if len(kept) < len(vs) {
+		h.pruned = max(h.pruned, dropped)
 		if ht.rewrite(h, kept) != nil {
 			return
 		}

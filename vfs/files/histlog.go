@@ -18,6 +18,7 @@ import (
 type logLine struct {
 	History int          `json:"history,omitempty"`
 	Epoch   string       `json:"epoch,omitempty"`
+	Pruned  uint64       `json:"pruned,omitempty"` // in the header: see vfs.History.Pruned
 	G       uint64       `json:"g,omitempty"`
 	V       *vfs.Version `json:"v,omitempty"`
 	Settle  uint64       `json:"settle,omitempty"`
@@ -63,9 +64,9 @@ func (ht *historyTx) load(h *fileHistory) error {
 	var s logScan
 	if from == 0 {
 		s.scan(data, 0, true)
-		epoch := s.epoch
+		epoch, pruned := s.epoch, s.pruned
 		h.reset()
-		h.epoch = epoch
+		h.epoch, h.pruned = epoch, pruned
 		s = logScan{}
 		s.scan(data, 0, false)
 	} else {
@@ -108,6 +109,7 @@ func (ht *historyTx) load(h *fileHistory) error {
 // logScan is what a scan of the log found.
 type logScan struct {
 	epoch     string
+	pruned    uint64
 	versions  []vfs.Version // settled, oldest first
 	pending   []vfs.Version // a group without its settle line, at the end
 	pendingG  uint64
@@ -136,7 +138,7 @@ func (s *logScan) scan(data []byte, base int64, headerOnly bool) {
 		}
 		switch {
 		case l.History != 0:
-			s.epoch = l.Epoch
+			s.epoch, s.pruned = l.Epoch, l.Pruned
 			if headerOnly {
 				return
 			}
@@ -273,7 +275,7 @@ func (ht *historyTx) appendLines(h *fileHistory, sync bool, lines ...logLine) (e
 	var buf bytes.Buffer
 	if newFile {
 		h.offset, h.epoch = 0, newEpoch()
-		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch}}, lines...)
+		lines = append([]logLine{{History: historyFormat, Epoch: h.epoch, Pruned: h.pruned}}, lines...)
 	}
 	for i := range lines {
 		if err := writeLogLine(&buf, &lines[i]); err != nil {

@@ -221,6 +221,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		return err
 	}
 	if missing || len(recovered) > 0 {
+		h.pruned = ls.pruned
 		if err := ht.rewriteLog(h, append(vs, recovered...)); err != nil {
 			return err
 		}

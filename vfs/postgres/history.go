@@ -93,7 +93,7 @@ func (h *pgHistory) insert(ctx context.Context, v *vfs.Version) (int64, error) {
 
 // Import gives a store whose history is empty the versions vs, as they are (numbers, times
 // and redactions included); the contents they name are Kept first.
-func (h *pgHistory) Import(ctx context.Context, vs []vfs.Version) error {
+func (h *pgHistory) Import(ctx context.Context, vs []vfs.Version, pruned uint64) error {
 	if !h.tx.write {
 		return vfs.ErrReadOnlyTx
 	}
@@ -111,7 +111,7 @@ func (h *pgHistory) Import(ctx context.Context, vs []vfs.Version) error {
 		}
 		last = max(last, vs[i].Seq)
 	}
-	_, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_stores SET next_seq = greatest(next_seq, $2) WHERE id = $1", h.tx.s.id, int64(last)+1)
+	_, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_stores SET next_seq = greatest(next_seq, $2), pruned = $3 WHERE id = $1", h.tx.s.id, int64(last)+1, int64(pruned))
 	return pgErr(ctx, err)
 }
 
@@ -134,6 +134,13 @@ func (h *pgHistory) Seq() uint64 { return h.seq }
 func (h *pgHistory) Versions(ctx context.Context) ([]vfs.Version, error) {
 	vs, _, err := h.versions(ctx)
 	return vs, err
+}
+
+// Pruned returns the highest number of a version pruning dropped.
+func (h *pgHistory) Pruned(ctx context.Context) (uint64, error) {
+	var n int64
+	err := h.tx.tx.QueryRow(ctx, "SELECT pruned FROM memory_mcp_stores WHERE id = $1", h.tx.s.id).Scan(&n)
+	return uint64(n), pgErr(ctx, err)
 }
 
 func (h *pgHistory) versions(ctx context.Context) ([]vfs.Version, []int64, error) {
@@ -259,7 +266,7 @@ func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kept, _ := h.cfg.Prune(vs, h.cfg.Clock())
+	kept, _, dropped := h.cfg.Prune(vs, h.cfg.Clock())
 	if len(kept) < len(vs) {
 		// Prune returns copies: match them back to their rows by what identifies a version.
 		type key struct {
@@ -281,6 +288,9 @@ func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 			drop = append(drop, ids[i])
 		}
 		if _, err := h.tx.tx.Exec(ctx, "DELETE FROM memory_mcp_versions WHERE store = $1 AND id = ANY($2)", s.id, drop); err != nil {
+			return err
+		}
+		if _, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_stores SET pruned = greatest(pruned, $2) WHERE id = $1", s.id, int64(dropped)); err != nil {
 			return err
 		}
 		if err := h.dropContents(ctx, `NOT EXISTS (SELECT 1 FROM memory_mcp_versions v WHERE v.store = $1 AND (v.sha256 = c.sha256 OR v.prev = c.sha256))`); err != nil {

@@ -32,6 +32,49 @@ func TestHistory(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vf
 		})
 	}
 	t.Run("export-import", func(t *testing.T) { testTransfer(t, open) })
+	t.Run("pruned-travels", func(t *testing.T) { testPrunedTravels(t, open) })
+}
+
+// testPrunedTravels prunes, and checks that the history keeps the highest number it
+// dropped, and that an export carries it to the store it is imported into.
+func testPrunedTravels(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage) {
+	ctx := context.Background()
+	var stores [2]*hist
+	for i := range stores {
+		clock := &fakeClock{}
+		clock.t.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+		st := open(t, vfs.HistoryConfig{MaxVersions: 1, Now: clock.now})
+		t.Cleanup(func() { st.Close() })
+		stores[i] = &hist{t: t, s: vfs.NewStore(st), clock: clock}
+	}
+	a, b := stores[0], stores[1]
+	pruned := func(h *hist) (n uint64) {
+		t.Helper()
+		if err := h.s.View(ctx, func(tx *vfs.Tx) (err error) { n, err = tx.Pruned(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := pruned(a); n != 0 {
+		t.Errorf("a new history says versions up to %d were pruned", n)
+	}
+	a.create("/memories/f", "1")
+	a.write("/memories/f", "2")
+	a.write("/memories/f", "3")
+	a.create("/memories/g", "g")
+	if n := pruned(a); n != 2 {
+		t.Errorf("pruned up to %d, want 2 (versions: %+v)", n, a.brief(a.versions()))
+	}
+	var stream bytes.Buffer
+	if err := a.s.Export(ctx, &stream, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.s.Import(ctx, bytes.NewReader(stream.Bytes()), vfs.ImportLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := pruned(b); n != 2 {
+		t.Errorf("after import, pruned up to %d, want 2", n)
+	}
 }
 
 // testTransfer exports a store with history (times with nanoseconds, a redaction, a
@@ -463,7 +506,7 @@ func testHistoryFollows(t *testing.T, h *hist) {
 		{"/memories/b", 2, "", true}, {"/memories/b", 3, "v2", true}, {"/memories/b", 4, "v3", true},
 		{"/memories/b", 5, "", true}, {"/memories/c", 5, "", false},
 	} {
-		st, known := vfs.StateAt(vs, c.path, c.seq)
+		st, known := vfs.StateAt(vs, c.path, c.seq, 0)
 		got := ""
 		if st.Exists {
 			var err error
@@ -586,7 +629,7 @@ func testRedact(t *testing.T, h *hist) {
 			t.Errorf("version %d: the content before it is not marked redacted: %+v", vs[i].Seq, vs[i])
 		}
 	}
-	if st, _ := vfs.StateAt(vs, "/memories/a", 1); !st.Redacted || !st.Exists {
+	if st, _ := vfs.StateAt(vs, "/memories/a", 1, 0); !st.Redacted || !st.Exists {
 		t.Errorf("StateAt of a redacted version: %+v", st)
 	}
 	if text, err := h.content(vs[1].SHA256); err != nil || text != "clean" {
