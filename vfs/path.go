@@ -182,8 +182,20 @@ func MustResolve(vpath string) Path {
 // outside memory-mcp may break the rules, and then no path can name its file: listings and
 // exports leave it out, and a delete or rename of a directory holding it is refused.
 func ValidName(name string) bool {
-	if name == "" || name == "." || strings.Contains(name, "/") {
+	if name == "" || name == "." || len(name) > MaxNameBytes {
 		return false
+	}
+	plain := true // printable ASCII without '%': Resolve would check nothing more
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '/':
+			return false
+		case c < 0x20 || c >= 0x7f || c == '\\' || c == '%':
+			plain = false
+		}
+	}
+	if plain && name != ".." && !IsBookkeeping(name) && runtime.GOOS != "windows" {
+		return true
 	}
 	_, err := Resolve(Root + "/" + name)
 	return err == nil

@@ -198,3 +198,17 @@ func TestWindowsNames(t *testing.T) {
 		t.Errorf("the root: %v", err)
 	}
 }
+
+// ValidName's quick answer for plain names is the one Resolve gives.
+func FuzzValidName(f *testing.F) {
+	for _, name := range []string{"notes.md", "..", ".", "...", "a/b", "%2e%2e", ".memory-mcp-x", ".Memory-MCP.lock", "a\\b", "a\nb", "日本", "a\u2215b", strings.Repeat("x", 256), "", "~", "a b"} {
+		f.Add(name)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		_, err := Resolve(Root + "/" + name)
+		want := err == nil && name != "" && name != "." && !strings.Contains(name, "/")
+		if got := ValidName(name); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", name, got, want)
+		}
+	})
+}
