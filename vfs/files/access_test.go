@@ -22,6 +22,19 @@ type fakeClock struct {
 func (c *fakeClock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
+// openTracked opens the OS store at dir, tracking access by clock.
+func openTracked(t *testing.T, dir string, clock *fakeClock) *vfs.Store {
+	t.Helper()
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TrackAccess(clock.now); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // Expiry with an injected clock: what is older than the limit goes (with the directories it
 // empties), what was viewed recently stays, the record survives a restart, and a dry run
 // deletes nothing.
@@ -29,16 +42,7 @@ func TestExpire(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	const day = 24 * time.Hour
-	open := func() *vfs.Store {
-		s, err := OpenOSStore(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.TrackAccess(clock.now); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := func() *vfs.Store { return openTracked(t, dir, clock) }
 	s := open()
 	err := s.Update(context.Background(), func(tx *vfs.Tx) error {
 		for _, p := range []string{"/memories/old.md", "/memories/projects/a/old.md", "/memories/projects/keep.md", "/memories/viewed.md", "/memories/.hidden-old"} {
@@ -126,14 +130,8 @@ func TestExpire(t *testing.T) {
 func TestAccessJournalFollowsItsFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	s, err := OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTracked(t, dir, clock)
 	defer s.Close()
-	if err := s.TrackAccess(clock.now); err != nil {
-		t.Fatal(err)
-	}
 	change := func(p string) {
 		t.Helper()
 		if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve(p), []byte(p)) }); err != nil {
@@ -184,14 +182,8 @@ func TestExpireLeavesNamesNoPathCanHold(t *testing.T) {
 	for _, name := range []string{"ok.md", "a\nold.md", "d/t\tab.md"} {
 		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600)
 	}
-	s, err := OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTracked(t, dir, clock)
 	defer s.Close()
-	if err := s.TrackAccess(clock.now); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	if _, err := s.Expire(ctx, 7*day, false); err != nil { // starts the grace periods
 		t.Fatal(err)
