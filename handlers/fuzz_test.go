@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -439,6 +440,86 @@ func FuzzLimits(f *testing.F) {
 			}
 			if refused && (usage != beforeUsage || biggest != beforeBiggest) {
 				t.Fatalf("op %d: refused for a limit (%s), yet the files changed", i/2, res.Text)
+			}
+		}
+	})
+}
+
+// A redacted content is gone for good: after any changes and a redaction that succeeds,
+// no show, export or restore gives it back, and a redaction is refused while a file holds
+// the content.
+func FuzzRedact(f *testing.F) {
+	f.Add([]byte{0, 8, 1, 130, 2, 192, 3, 9}, uint8(0), uint8(0))
+	f.Add([]byte{0, 7, 14, 129, 64, 200}, uint8(3), uint8(1))
+	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/c.md"}
+	f.Fuzz(func(t *testing.T, ops []byte, pick uint8, which uint8) {
+		if len(ops) > 30 {
+			return
+		}
+		ctx := context.Background()
+		store := files.NewMemoryStore()
+		h := handlers.New(store, handlers.DefaultLimits())
+		var versions []uint64
+		for _, op := range ops {
+			p, q := paths[int(op)%len(paths)], paths[int(op/4)%len(paths)]
+			var b *vfs.Batch
+			switch op / 64 {
+			case 0, 1:
+				b, _ = h.Write(ctx, p, fmt.Appendf(nil, "secret-%d\n", op%7), nil)
+			case 2:
+				b = h.Exec(ctx, map[string]any{"command": "rename", "old_path": p, "new_path": q}).Batch
+			default:
+				b = h.Exec(ctx, map[string]any{"command": "delete", "path": p}).Batch
+			}
+			if b != nil {
+				versions = append(versions, b.Version)
+			}
+		}
+		if len(versions) == 0 {
+			return
+		}
+		v, p := versions[int(pick)%len(versions)], paths[int(which)%len(paths)]
+		secret, err := h.Show(ctx, p, v)
+		if err != nil {
+			return
+		}
+		holder := ""
+		list, _ := h.FileList(ctx)
+		for _, f := range list {
+			if data, _, _ := h.Read(ctx, f.Path); string(data) == string(secret) {
+				holder = f.Path
+			}
+		}
+		if _, err := h.Redact(ctx, p, v); err != nil {
+			if holder == "" {
+				t.Logf("redact %s@%d refused with no file holding it: %v", p, v, err)
+			}
+			return
+		}
+		if holder != "" {
+			t.Fatalf("redacted %s@%d while %s holds the content", p, v, holder)
+		}
+		for _, vv := range versions {
+			for _, pp := range paths {
+				if data, err := h.Show(ctx, pp, vv); err == nil && string(data) == string(secret) {
+					t.Fatalf("show %s@%d gives the redacted content back", pp, vv)
+				}
+			}
+		}
+		var stream bytes.Buffer
+		if err := store.Export(ctx, &stream, true); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(stream.Bytes(), secret) {
+			t.Fatal("the export holds the redacted content")
+		}
+		for _, vv := range versions {
+			h.Restore(ctx, "/memories", vv)
+			list, _ := h.FileList(ctx)
+			for _, f := range list {
+				if data, _, _ := h.Read(ctx, f.Path); string(data) == string(secret) {
+					t.Fatalf("the restore to %d brought the redacted content back in %s", vv, f.Path)
+				}
 			}
 		}
 	})
