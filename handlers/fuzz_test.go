@@ -262,7 +262,9 @@ func FuzzRestore(f *testing.F) {
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		cfg := vfs.HistoryConfig{MaxVersions: int(keep % 3), Now: func() time.Time { return clock }}
 		pruning := cfg.MaxVersions > 0
-		refusedAsPruned := func(err error) bool { return pruning && err != nil && strings.Contains(err.Error(), "were pruned") }
+		refusedAsPruned := func(err error) bool {
+			return pruning && err != nil && strings.Contains(err.Error(), "was pruned up to")
+		}
 		top := "/memories"
 		var opts []handlers.Option
 		if mounted {

@@ -239,15 +239,15 @@ func stateAt(tx *vfs.Tx, vs []vfs.Version, p string, seq uint64) (st vfs.FileSta
 	}
 	st, known = vfs.StateAt(vs, p, seq, pruned)
 	if !known && pruned > 0 && (seq <= pruned || slices.ContainsFunc(vs, func(v vfs.Version) bool { return v.Touches(p) })) {
-		return st, false, prunedAway(seq, pruned)
+		return st, false, prunedAway(pruned)
 	}
 	return st, known, nil
 }
 
-// prunedAway refuses to say what was there after version seq, before the history's
-// pruned horizon.
-func prunedAway(seq, pruned uint64) error {
-	return refuse("the history no longer knows every change up to version %d: versions up to %d were pruned by its limits (-history-max-age, -history-max-bytes); choose a later version", seq, pruned)
+// prunedAway refuses to tell a state that versions pruned up to version pruned may have
+// changed.
+func prunedAway(pruned uint64) error {
+	return refuse("the history was pruned up to version %d by its limits (-history-max-age, -history-max-bytes, -history-max-versions) and no longer knows that state: choose a later version", pruned)
 }
 
 // Restored says what a restore did.
@@ -304,7 +304,7 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 			return err
 		}
 		if seq < pruned {
-			return prunedAway(seq, pruned)
+			return prunedAway(pruned)
 		}
 		deletes, writes, err := h.planRestore(tx, p, seq, vfs.ChangedSince(vs, p.String(), seq))
 		if err != nil || len(deletes)+len(writes) == 0 {

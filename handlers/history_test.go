@@ -335,7 +335,7 @@ func TestPrunedHistoryDoesNotGuess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	refused := "the history no longer knows every change up to version 1: versions up to 2 were pruned by its limits (-history-max-age, -history-max-bytes); choose a later version"
+	refused := "the history was pruned up to version 2 by its limits (-history-max-age, -history-max-bytes, -history-max-versions) and no longer knows that state: choose a later version"
 	if data, err := h.Show(ctx, "/memories/f.md", 1); err == nil || err.Error() != refused {
 		t.Errorf("show of a pruned version: %q, %v", data, err)
 	}
