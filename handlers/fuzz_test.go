@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -522,6 +523,88 @@ func FuzzRedact(f *testing.F) {
 				if data, _, _ := h.Read(ctx, f.Path); string(data) == string(secret) {
 					t.Fatalf("the restore to %d brought the redacted content back in %s", vv, f.Path)
 				}
+			}
+		}
+	})
+}
+
+// The change feed tells the truth: each command's batch, applied to the files before it,
+// gives the files after it, with the sizes and digests they have; a command that changed
+// nothing has no batch.
+func FuzzFeed(f *testing.F) {
+	f.Add([]byte{0, 1, 130, 2, 192, 9, 137, 3, 200, 250})
+	names := []string{"a.md", "d/b.md", "d", "d/e/c.md", "e.md", "d/e"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 40 {
+			return
+		}
+		ctx := context.Background()
+		store := files.NewMemoryStore()
+		sub := store.Subscribe(1) // the store computes digests for a subscriber
+		defer sub.Close()
+		h := handlers.New(store, handlers.DefaultLimits())
+		snapshot := func() map[string]string {
+			list, err := h.FileList(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, f := range list {
+				data, _, _ := h.Read(ctx, f.Path)
+				out[f.Path] = string(data)
+			}
+			return out
+		}
+		var versions []uint64
+		for i, op := range ops {
+			p, q := "/memories/"+names[int(op)%len(names)], "/memories/"+names[int(op/8)%len(names)]
+			before := snapshot()
+			var b *vfs.Batch
+			switch op / 64 {
+			case 0, 1:
+				b, _ = h.Write(ctx, p, []byte(strconv.Itoa(i)+"\n"), nil)
+			case 2:
+				b = h.Exec(ctx, map[string]any{"command": "rename", "old_path": p, "new_path": q}).Batch
+			default:
+				if op%2 == 0 || len(versions) == 0 {
+					b = h.Exec(ctx, map[string]any{"command": "delete", "path": p}).Batch
+				} else {
+					_, _ = h.Restore(ctx, "/memories", versions[int(op)%len(versions)])
+					b = nil // checked through the subscription below
+				}
+			}
+			select {
+			case got := <-sub.C:
+				if b == nil {
+					b = &got
+				}
+			default:
+			}
+			after := snapshot()
+			if b == nil {
+				if fmt.Sprint(before) != fmt.Sprint(after) {
+					t.Fatalf("op %d changed the files without a batch", i)
+				}
+				continue
+			}
+			versions = append(versions, b.Version)
+			want := maps.Clone(before)
+			for _, c := range b.Changes {
+				switch c.Kind {
+				case vfs.Deleted:
+					delete(want, c.Path)
+				case vfs.Moved:
+					want[c.Path] = want[c.From]
+					delete(want, c.From)
+				default:
+					want[c.Path] = after[c.Path]
+				}
+				if c.Kind != vfs.Deleted && (c.SizeAfter != int64(len(after[c.Path])) || c.SHA256After != vfs.DigestOf([]byte(after[c.Path]))) {
+					t.Fatalf("op %d: change %+v, but %s holds %q", i, c, c.Path, after[c.Path])
+				}
+			}
+			if fmt.Sprint(want) != fmt.Sprint(after) {
+				t.Fatalf("op %d: the batch %+v turns %v into %v, not %v", i, b.Changes, before, want, after)
 			}
 		}
 	})
