@@ -532,17 +532,23 @@ func FuzzRedact(f *testing.F) {
 // gives the files after it, with the sizes and digests they have; a command that changed
 // nothing has no batch.
 func FuzzFeed(f *testing.F) {
-	f.Add([]byte{0, 1, 130, 2, 192, 9, 137, 3, 200, 250})
+	f.Add([]byte{0, 1, 130, 2, 192, 9, 137, 3, 200, 250}, false)
+	f.Add([]byte{0, 1, 130, 2, 192, 9, 137, 3, 200, 250}, true)
 	names := []string{"a.md", "d/b.md", "d", "d/e/c.md", "e.md", "d/e"}
-	f.Fuzz(func(t *testing.T, ops []byte) {
+	f.Fuzz(func(t *testing.T, ops []byte, mounted bool) {
 		if len(ops) > 40 {
 			return
 		}
 		ctx := context.Background()
-		store := files.NewMemoryStore()
-		sub := store.Subscribe(1) // the store computes digests for a subscriber
+		top := "/memories/"
+		var opts []handlers.Option
+		if mounted {
+			top = "/memories/m/"
+			opts = append(opts, handlers.WithMounts(handlers.Mount{Name: "m", Memory: handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())}))
+		}
+		h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), opts...)
+		sub := h.Subscribe(1) // the stores compute digests for a subscriber
 		defer sub.Close()
-		h := handlers.New(store, handlers.DefaultLimits())
 		snapshot := func() map[string]string {
 			list, err := h.FileList(ctx)
 			if err != nil {
@@ -557,7 +563,7 @@ func FuzzFeed(f *testing.F) {
 		}
 		var versions []uint64
 		for i, op := range ops {
-			p, q := "/memories/"+names[int(op)%len(names)], "/memories/"+names[int(op/8)%len(names)]
+			p, q := top+names[int(op)%len(names)], top+names[int(op/8)%len(names)]
 			before := snapshot()
 			var b *vfs.Batch
 			switch op / 64 {
@@ -569,7 +575,7 @@ func FuzzFeed(f *testing.F) {
 				if op%2 == 0 || len(versions) == 0 {
 					b = h.Exec(ctx, map[string]any{"command": "delete", "path": p}).Batch
 				} else {
-					_, _ = h.Restore(ctx, "/memories", versions[int(op)%len(versions)])
+					_, _ = h.Restore(ctx, strings.TrimSuffix(top, "/"), versions[int(op)%len(versions)])
 					b = nil // checked through the subscription below
 				}
 			}

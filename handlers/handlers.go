@@ -30,8 +30,9 @@ type Result struct {
 	// Err is the storage failure or panic behind an error result, with whatever detail
 	// (host paths included) the operator needs; it goes to the log, never to the model.
 	Err error
-	// Batch is what the command changed, as the store's change feed published it (nil
-	// when it changed nothing): the audit log's account of the call.
+	// Batch is what the command changed, as the store's change feed published it, with
+	// the paths the model sees (nil when it changed nothing): the audit log's account of
+	// the call.
 	Batch *vfs.Batch
 	// Code names the kind of error, for logs and metrics; "" for a success.
 	Code string
@@ -351,7 +352,7 @@ func (h *Memory) update(ctx context.Context, command, sent string, fn func(tx *v
 	if err != nil {
 		return failure(command, sent, err)
 	}
-	res.Batch = batch
+	res.Batch = h.shownBatchPtr(batch)
 	return res
 }
 
