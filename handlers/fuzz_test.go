@@ -242,6 +242,25 @@ func FuzzRoute(f *testing.F) {
 	})
 }
 
+// filesOf returns every file of the memory (mounts included), by path, with its content.
+func filesOf(t *testing.T, h *handlers.Memory) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	list, err := h.FileList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range list {
+		data, _, err := h.Read(ctx, f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f.Path] = string(data)
+	}
+	return out
+}
+
 // Show and restore are true to the past: after any changes, show gives each file as it was
 // after each version, and a restore of the memory or of a directory to a version
 // makes every file below it as it was then, leaves the rest as it is, and is undone by a
@@ -277,21 +296,7 @@ func FuzzRestore(f *testing.F) {
 			paths = append(paths, top+"/"+n)
 		}
 		h := handlers.New(files.NewMemoryStore(vfs.WithHistory(cfg)), handlers.DefaultLimits(), opts...)
-		snapshot := func() map[string]string {
-			list, err := h.FileList(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := map[string]string{}
-			for _, f := range list {
-				data, _, err := h.Read(ctx, f.Path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out[f.Path] = string(data)
-			}
-			return out
-		}
+		snapshot := func() map[string]string { return filesOf(t, h) }
 		var versions []uint64
 		states := map[uint64]map[string]string{}
 		for i, op := range ops {
@@ -487,10 +492,9 @@ func FuzzRedact(f *testing.F) {
 			return
 		}
 		holder := ""
-		list, _ := h.FileList(ctx)
-		for _, f := range list {
-			if data, _, _ := h.Read(ctx, f.Path); string(data) == string(secret) {
-				holder = f.Path
+		for path, data := range filesOf(t, h) {
+			if data == string(secret) {
+				holder = path
 			}
 		}
 		if _, err := h.Redact(ctx, p, v); err != nil {
@@ -518,10 +522,9 @@ func FuzzRedact(f *testing.F) {
 		}
 		for _, vv := range versions {
 			h.Restore(ctx, "/memories", vv)
-			list, _ := h.FileList(ctx)
-			for _, f := range list {
-				if data, _, _ := h.Read(ctx, f.Path); string(data) == string(secret) {
-					t.Fatalf("the restore to %d brought the redacted content back in %s", vv, f.Path)
+			for path, data := range filesOf(t, h) {
+				if data == string(secret) {
+					t.Fatalf("the restore to %d brought the redacted content back in %s", vv, path)
 				}
 			}
 		}
@@ -549,18 +552,7 @@ func FuzzFeed(f *testing.F) {
 		h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits(), opts...)
 		sub := h.Subscribe(1) // the stores compute digests for a subscriber
 		defer sub.Close()
-		snapshot := func() map[string]string {
-			list, err := h.FileList(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := map[string]string{}
-			for _, f := range list {
-				data, _, _ := h.Read(ctx, f.Path)
-				out[f.Path] = string(data)
-			}
-			return out
-		}
+		snapshot := func() map[string]string { return filesOf(t, h) }
 		var versions []uint64
 		for i, op := range ops {
 			p, q := top+names[int(op)%len(names)], top+names[int(op/8)%len(names)]
