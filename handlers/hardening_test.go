@@ -451,14 +451,11 @@ func TestRenameKeepsPathsWithinTheLimit(t *testing.T) {
 // holding one is refused: the history could not record the change, nor undo it.
 func TestNamesNoPathCanHold(t *testing.T) {
 	dir := t.TempDir()
+	seed := map[string][]byte{}
 	for _, name := range []string{"a\n1B\tforged.md", "c\x1b[31m.md", string([]byte{0xff, 'z'}), "a\u2215b.md", "ok.md", "d/ok.md", "d/a\nb.md"} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		seed[name] = []byte("x\n")
 	}
+	writeHostTree(t, dir, seed)
 	st, err := files.OpenOSStore(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,11 @@ func (h *Memory) Show(ctx context.Context, path string, seq uint64) ([]byte, err
 		if err := checkSeq(vs, seq); err != nil {
 			return err
 		}
-		st, known, err := stateAt(tx, vs, p.String(), seq)
+		pruned, err := tx.Pruned()
+		if err != nil {
+			return err
+		}
+		st, known, err := stateAt(vs, pruned, p.String(), seq)
 		if err != nil {
 			return err
 		}
@@ -157,8 +161,12 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 		var a, b side
 		if len(seqs) == 2 {
 			// A file no version touched is absent on its side.
+			pruned, err := tx.Pruned()
+			if err != nil {
+				return err
+			}
 			for i, s := range []*side{&a, &b} {
-				st, _, err := stateAt(tx, vs, p.String(), seqs[i])
+				st, _, err := stateAt(vs, pruned, p.String(), seqs[i])
 				if err != nil {
 					return err
 				}
@@ -231,12 +239,9 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 }
 
 // stateAt is vfs.StateAt for the file at p after version seq, refused where pruning
-// dropped what it would need; known is false when no version touched p.
-func stateAt(tx *vfs.Tx, vs []vfs.Version, p string, seq uint64) (st vfs.FileState, known bool, err error) {
-	pruned, err := tx.Pruned()
-	if err != nil {
-		return st, false, err
-	}
+// (up to version pruned) dropped what it would need; known is false when no version
+// touched p.
+func stateAt(vs []vfs.Version, pruned uint64, p string, seq uint64) (st vfs.FileState, known bool, err error) {
 	st, known = vfs.StateAt(vs, p, seq, pruned)
 	if !known && pruned > 0 && (seq <= pruned || slices.ContainsFunc(vs, func(v vfs.Version) bool { return v.Touches(p) })) {
 		return st, false, prunedAway(pruned)
