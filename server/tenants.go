@@ -179,7 +179,7 @@ func checkJSON(data []byte) error {
 		}
 		switch tok {
 		case json.Delim('{'):
-			keys := map[string]bool{}
+			var keys []string
 			for dec.More() {
 				at := dec.InputOffset()
 				for at < int64(len(data)) && bytes.IndexByte([]byte(" \t\r\n,"), data[at]) >= 0 {
@@ -190,10 +190,11 @@ func checkJSON(data []byte) error {
 					return err
 				}
 				key, _ := k.(string)
-				if keys[strings.ToLower(key)] { // encoding/json matches field names in any case
+				// encoding/json matches field names as strings.EqualFold does ('ſ' is 's').
+				if slices.ContainsFunc(keys, func(k string) bool { return strings.EqualFold(k, key) }) {
 					return fmt.Errorf("%s: the key %q is given twice in one object", position(data, at), key)
 				}
-				keys[strings.ToLower(key)] = true
+				keys = append(keys, key)
 				if err := walk(); err != nil {
 					return err
 				}

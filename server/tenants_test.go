@@ -40,6 +40,7 @@ func TestParseTenantsRefusals(t *testing.T) {
 		{"inside but for case, folding", two("Alice/x"), `are the same or nest`, true},
 		{"duplicate key", `{"tenants":[{"name":"alice","token_sha256":"` + sha + `","read_only":true,"read_only":false}]}`, `line 1, column 128: the key "read_only" is given twice`, false},
 		{"duplicate key in another case", `{"tenants":[{"name":"alice","token_sha256":"` + sha + `","read_only":true,"READ_ONLY":false}]}`, `the key "READ_ONLY" is given twice`, false},
+		{"duplicate key folded as encoding/json folds it", `{"tenants":[{"name":"alice","token_sha256":"` + sha + `","token_ſha256":"` + sha2 + `"}]}`, `the key "token_ſha256" is given twice`, false},
 		{"syntax error", "{\"tenants\": [\n  {\"name\": \"alice\",}\n]}", `tenants file: line 2, column `, false}, // 19 or 20: json v1 and v2 point at either side of the comma
 	} {
 		t.Run(tc.name, func(t *testing.T) {
