@@ -120,25 +120,57 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx, listenCtx context.Context) {
 	var head struct {
 		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"` // of notifications/cancelled
-		} `json:"params"`
+		Method json.RawMessage `json:"method"`
+		Params jsonKind        `json:"params"`
+		Result jsonKind        `json:"result"`
+		Error  jsonKind        `json:"error"`
 	}
 	if err := json.Unmarshal(line, &head); err != nil {
-		w.write(errorResponse(nil, mcp.PARSE_ERROR, "Parse error"))
+		// Not one JSON object (a batch array among them): answered with the id when the
+		// line's start names one.
+		code, msg := mcp.PARSE_ERROR, "Parse error"
+		if json.Valid(line) {
+			code, msg = mcp.INVALID_REQUEST, "Invalid Request: send one JSON-RPC object a line"
+		}
+		w.write(errorResponse(headID(line), code, msg))
 		return
 	}
+	if head.Method == nil && (head.Result != 0 || head.Error != 0) {
+		return // a response: over stdio the server sends no requests, and a response is never answered
+	}
 	id := string(bytes.TrimSpace(head.ID))
+	notification := id == "" || id == "null"
+	// A request must carry a string or number id, a method name and an object of
+	// params, or it is answered here: mcp-go would answer it without its id.
+	var method string
+	var refusal mcp.JSONRPCMessage
 	switch {
-	case id == "" || id == "null":
-		// A notification, handled before the next line, in order.
-		if head.Method == string(mcp.MethodNotificationCancelled) {
-			calls.cancelID(string(bytes.TrimSpace(head.Params.RequestID)))
+	case !notification && !(id[0] == '"' || id[0] == '-' || '0' <= id[0] && id[0] <= '9'):
+		refusal = errorResponse(nil, mcp.INVALID_REQUEST, "Invalid Request: the id must be a string or a number")
+	case json.Unmarshal(head.Method, &method) != nil:
+		refusal = errorResponse(headID(line), mcp.INVALID_REQUEST, "Invalid Request: the method must be a string")
+	case head.Params != 0 && head.Params != '{' && head.Params != 'n':
+		refusal = errorResponse(headID(line), mcp.INVALID_PARAMS, "Invalid params: params must be an object")
+	}
+	switch {
+	case refusal != nil:
+		if !notification {
+			w.write(refusal)
 		}
-		s.handle(reqCtx, line, head.Method)
-	case head.Method == string(mcp.MethodSubscriptionsListen):
-		go func() { w.write(s.handle(listenCtx, line, head.Method)) }()
+	case notification:
+		// A notification, handled before the next line, in order.
+		if method == string(mcp.MethodNotificationCancelled) {
+			var cancelled struct {
+				Params struct {
+					RequestID json.RawMessage `json:"requestId"`
+				} `json:"params"`
+			}
+			json.Unmarshal(line, &cancelled)
+			calls.cancelID(string(bytes.TrimSpace(cancelled.Params.RequestID)))
+		}
+		s.handle(reqCtx, line, method)
+	case method == string(mcp.MethodSubscriptionsListen):
+		go func() { w.write(s.handle(listenCtx, line, method)) }()
 	default:
 		ctx, end, ok := calls.start(reqCtx, id)
 		if !ok {
@@ -146,9 +178,17 @@ func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx
 		}
 		calls.run(func() {
 			defer end()
-			w.write(s.handle(ctx, line, head.Method))
+			w.write(s.handle(ctx, line, method))
 		})
 	}
+}
+
+// jsonKind is the first byte of a JSON value (0: absent), read without copying the value.
+type jsonKind byte
+
+func (k *jsonKind) UnmarshalJSON(b []byte) error {
+	*k = jsonKind(b[0])
+	return nil
 }
 
 // stdioCalls are the requests running: a slot each, and their cancellation by id, so that
