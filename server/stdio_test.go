@@ -3,11 +3,15 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
@@ -121,4 +125,75 @@ func TestStdioMalformedRequests(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Error(err)
 	}
+}
+
+// Whatever one line holds, the loop goes on; it answers a request that carries a string or
+// integer id exactly once, with that id, and writes nothing but JSON-RPC messages.
+func FuzzStdioLine(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[]}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a","file_text":1e999}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`,
+		`{"jsonrpc":"2.0","id":4,"result":{}}`,
+		`{"id":5,"method":"ping"}`,
+		`[1]`,
+		`{"jsonrpc":"2.0","id":6,"method":"ping"`,
+	} {
+		f.Add(seed)
+	}
+	s := New(handlers.New(files.NewMemoryStore(), handlers.DefaultLimits()), Config{Version: "test"})
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsAny(line, "\n\r") || strings.Contains(line, "zz-marker") || strings.Contains(line, string(mcp.MethodSubscriptionsListen)) {
+			return
+		}
+		var req struct {
+			ID     any             `json:"id"`
+			Method *string         `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		var wantID string // the id the answer must carry, as JSON ("": none is owed)
+		if json.Valid([]byte(line)) && dec.Decode(&req) == nil && req.Method != nil {
+			switch id := req.ID.(type) {
+			case string:
+				b, _ := json.Marshal(id)
+				wantID = string(b)
+			case json.Number:
+				if n, err := id.Int64(); err == nil {
+					wantID = strconv.FormatInt(n, 10)
+				}
+			}
+		}
+		lines, done := serveStdioTest(s, strings.NewReader(line+"\n"+`{"jsonrpc":"2.0","id":"zz-marker","method":"ping"}`+"\n"))
+		var answered, marker int
+		for l := range lines {
+			var msg struct {
+				JSONRPC string `json:"jsonrpc"`
+				ID      any    `json:"id"`
+			}
+			dec := json.NewDecoder(strings.NewReader(l.text))
+			dec.UseNumber()
+			if err := dec.Decode(&msg); err != nil || msg.JSONRPC != "2.0" {
+				t.Fatalf("wrote %q", l.text)
+			}
+			id, _ := json.Marshal(msg.ID) // as wantID writes it
+			if wantID != "" && string(id) == wantID {
+				answered++
+			}
+			if string(id) == `"zz-marker"` {
+				marker++
+			}
+		}
+		if marker != 1 {
+			t.Fatalf("after %q, the next request was answered %d times", line, marker)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if wantID != "" && answered != 1 {
+			t.Fatalf("%s: answered %d times with id %s", line, answered, wantID)
+		}
+	})
 }
