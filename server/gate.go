@@ -289,7 +289,7 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		// The response goes out on the client's SSE stream, after this request has ended:
 		// a call waits for room among the responses the stream owes.
 		st := g.sseSession(r.URL.Query().Get("sessionId"))
-		if st != nil && hasID(body) && !st.take(r.Context(), g.opts.Limits) {
+		if st != nil && owesResponse(body) && !st.take(r.Context(), g.opts.Limits) {
 			busy(w, "responses waiting for this SSE client")
 			return
 		}
@@ -310,11 +310,15 @@ func method(body []byte) string {
 	return head.Method
 }
 
-func hasID(body []byte) bool {
+// owesResponse reports whether mcp-go answers the message: one with an id that is not
+// a response (as its HandleMessage decides). A client's answer to the server's keep-alive
+// ping carries an id too, and is owed nothing.
+func owesResponse(body []byte) bool {
 	var head struct {
-		ID json.RawMessage `json:"id"`
+		ID     any `json:"id"`
+		Result any `json:"result"`
 	}
-	return json.Unmarshal(body, &head) == nil && len(head.ID) > 0 && string(head.ID) != "null"
+	return json.Unmarshal(body, &head) == nil && head.ID != nil && head.Result == nil
 }
 
 func (g *gate) sseSession(id string) *sseStream {

@@ -473,3 +473,55 @@ func quotedNumbers(v any) any {
 	}
 	return v
 }
+
+// A legacy SSE client's responses (to the server's keep-alive pings, every 10 s) and its
+// notifications are owed no response, so they take none of the session's pending slots:
+// after many of them, a call is still answered at once.
+func TestSSEResponsesTakeNoSlot(t *testing.T) {
+	lim := Limits{Requests: 64, PerTenant: 64, SmallRequests: 64, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 2, QueuePerTenant: 1, Wait: time.Second}
+	url, _ := testGate(t, HTTPOptions{Transport: "sse", Limits: lim}, nil, "")
+	resp, err := http.Get(url + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := bufio.NewReader(resp.Body)
+	var endpoint string
+	for endpoint == "" {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after, ok := strings.CutPrefix(line, "data: "); ok {
+			endpoint = strings.TrimSpace(after)
+		}
+	}
+	for i := range 5 {
+		for _, body := range []string{
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i),
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		} {
+			if resp := post(t, url+endpoint, "", "", body); resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("%s: status %d", body, resp.StatusCode)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":"call","method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a call after the responses: %v (its slot never came)", err)
+	}
+	r.Body.Close()
+	for {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"id":"call"`) {
+			break
+		}
+	}
+}
