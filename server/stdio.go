@@ -15,6 +15,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+	"golang.org/x/sync/semaphore"
 )
 
 // maxStdioRequests bounds the requests served at once over stdio; reading waits beyond it.
@@ -76,7 +77,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 	// maxStdioRequests at once (reading waits beyond), a notification handled before the
 	// next line is read. Once ctx ends nothing new starts; a read pending then is
 	// left to end with the process.
-	calls := &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{})}
+	calls := newStdioCalls(maxLine)
 	inputDone := make(chan error, 1)
 	go func() {
 		r := bufio.NewReaderSize(in, 64<<10)
@@ -172,7 +173,7 @@ func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx
 	case method == string(mcp.MethodSubscriptionsListen):
 		go func() { w.write(s.handle(listenCtx, line, method)) }()
 	default:
-		ctx, end, ok := calls.start(reqCtx, id)
+		ctx, end, ok := calls.start(reqCtx, id, int64(len(line)))
 		if !ok {
 			return // stopping: nothing new starts
 		}
@@ -191,29 +192,41 @@ func (k *jsonKind) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// stdioCalls are the requests running: a slot each, and their cancellation by id, so that
-// notifications/cancelled can end one; once stopped, none starts, and idle is closed when
-// the last one ends. They run on a pool of workers that live as long as the input (their
+// stdioCalls are the requests running: a slot each, their lines' bytes (together at most
+// one line's bound, since a call holds several times its line while it runs), and their
+// cancellation by id, so that notifications/cancelled can end one; once stopped, none
+// starts, and idle is closed when the last one ends. They run on a pool of workers that live as long as the input (their
 // stacks grown already), one more started only when none is free.
 type stdioCalls struct {
-	slots   chan struct{}
-	jobs    chan func()
-	workers int // started; only the reader starts them
-	mu      sync.Mutex
-	cancel  map[string]*context.CancelFunc // by id; a client may use an id again once answered
-	running int
-	stopped bool
-	idle    chan struct{}
+	slots    chan struct{}
+	bytes    *semaphore.Weighted
+	maxBytes int64
+	jobs     chan func()
+	workers  int // started; only the reader starts them
+	mu       sync.Mutex
+	cancel   map[string]*context.CancelFunc // by id; a client may use an id again once answered
+	running  int
+	stopped  bool
+	idle     chan struct{}
 }
 
-// start takes a slot for request id (waiting for one) and returns its context and the
-// function that ends it; ok is false once the loop is stopping.
-func (c *stdioCalls) start(parent context.Context, id string) (ctx context.Context, end func(), ok bool) {
+func newStdioCalls(maxLine int64) *stdioCalls {
+	return &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{}),
+		bytes: semaphore.NewWeighted(maxLine), maxBytes: maxLine}
+}
+
+// start takes a slot and room for the size bytes of request id's line (waiting for both)
+// and returns its context and the function that ends it; ok is false once the loop is
+// stopping.
+func (c *stdioCalls) start(parent context.Context, id string, size int64) (ctx context.Context, end func(), ok bool) {
+	size = min(size, c.maxBytes)
+	c.bytes.Acquire(context.Background(), size)
 	c.slots <- struct{}{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		<-c.slots
+		c.bytes.Release(size)
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -228,6 +241,7 @@ func (c *stdioCalls) start(parent context.Context, id string) (ctx context.Conte
 			delete(c.cancel, id)
 		}
 		<-c.slots
+		c.bytes.Release(size)
 		if c.running--; c.running == 0 && c.stopped {
 			close(c.idle)
 		}

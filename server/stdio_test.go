@@ -197,3 +197,26 @@ func FuzzStdioLine(f *testing.F) {
 		}
 	})
 }
+
+// The calls running over stdio hold lines of at most one line's bound together (each holds
+// several times its line while it runs): a call whose line does not fit waits, and a line
+// of any size runs once the others are done.
+func TestStdioCallsBoundTheirBytes(t *testing.T) {
+	c := newStdioCalls(600)
+	ctx := context.Background()
+	_, endA, _ := c.start(ctx, "a", 400)
+	if c.bytes.TryAcquire(201) {
+		t.Fatal("a call's line of 201 bytes would run beside one of 400, over the bound of 600")
+	}
+	_, endB, _ := c.start(ctx, "b", 200)
+	endA()
+	endB()
+	_, endBig, _ := c.start(ctx, "big", 1<<20) // over the bound: it waits for all the room, no more
+	if c.bytes.TryAcquire(1) {
+		t.Fatal("a line over the bound runs beside another")
+	}
+	endBig()
+	if !c.bytes.TryAcquire(600) {
+		t.Fatal("the room was not given back")
+	}
+}
