@@ -286,17 +286,7 @@ func TestSSEClientThatDoesNotRead(t *testing.T) {
 	}
 	defer c.Close()
 	io.WriteString(c, "GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
-	r := bufio.NewReader(c)
-	var endpoint string
-	for endpoint == "" {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after, ok := strings.CutPrefix(line, "data: "); ok {
-			endpoint = strings.TrimSpace(after)
-		}
-	}
+	endpoint := sseEndpoint(t, bufio.NewReader(c))
 	// From here on the client reads nothing. The server takes requests while the socket
 	// buffers absorb the responses and the pending ones stay below the bound (beyond it:
 	// 503); once its writes stall, it drops the connection and the session with it.
@@ -486,16 +476,7 @@ func TestSSEResponsesTakeNoSlot(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	events := bufio.NewReader(resp.Body)
-	var endpoint string
-	for endpoint == "" {
-		line, err := events.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after, ok := strings.CutPrefix(line, "data: "); ok {
-			endpoint = strings.TrimSpace(after)
-		}
-	}
+	endpoint := sseEndpoint(t, events)
 	for i := range 5 {
 		for _, body := range []string{
 			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i),
@@ -522,6 +503,21 @@ func TestSSEResponsesTakeNoSlot(t *testing.T) {
 		}
 		if strings.Contains(line, `"id":"call"`) {
 			break
+		}
+	}
+}
+
+// sseEndpoint reads a legacy SSE stream up to its first event, which names the session's
+// message endpoint, and returns that.
+func sseEndpoint(t *testing.T, events *bufio.Reader) string {
+	t.Helper()
+	for {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after, ok := strings.CutPrefix(line, "data: "); ok {
+			return strings.TrimSpace(after)
 		}
 	}
 }
