@@ -195,8 +195,9 @@ func (k *jsonKind) UnmarshalJSON(b []byte) error {
 // stdioCalls are the requests running: a slot each, their lines' bytes (together at most
 // one line's bound, since a call holds several times its line while it runs), and their
 // cancellation by id, so that notifications/cancelled can end one; once stopped, none
-// starts, and idle is closed when the last one ends. They run on a pool of workers that live as long as the input (their
-// stacks grown already), one more started only when none is free.
+// starts, and idle is closed when the last one ends. They run on a pool of workers that
+// live as long as the input (their stacks grown already), one more started only when none
+// is free.
 type stdioCalls struct {
 	slots    chan struct{}
 	bytes    *semaphore.Weighted
