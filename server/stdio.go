@@ -21,6 +21,10 @@ import (
 // maxStdioRequests bounds the requests served at once over stdio; reading waits beyond it.
 const maxStdioRequests = 32
 
+// serverBusy is the JSON-RPC error code (one of those left to servers) of a request refused
+// for want of room.
+const serverBusy = -32000
+
 // lineHead is how much of a line over the bound is kept, to read its request's id from.
 const lineHead = 64 << 10
 
@@ -171,7 +175,23 @@ func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx
 		}
 		s.handle(reqCtx, line, method)
 	case method == string(mcp.MethodSubscriptionsListen):
-		go func() { w.write(s.handle(listenCtx, line, method)) }()
+		select {
+		case calls.listens <- struct{}{}:
+		default:
+			w.write(errorResponse(headID(line), serverBusy, fmt.Sprintf("Service busy: at most %d subscriptions/listen streams at once; cancel one first", cap(calls.listens))))
+			return
+		}
+		ctx, end, ok := calls.begin(listenCtx, id)
+		if !ok {
+			<-calls.listens
+			return // stopping: nothing new starts
+		}
+		go func() {
+			defer end()
+			resp := s.handle(ctx, line, method)
+			<-calls.listens // before the answer: the client may open another once it has it
+			w.write(resp)
+		}()
 	default:
 		ctx, end, ok := calls.start(reqCtx, id, int64(len(line)))
 		if !ok {
@@ -200,6 +220,7 @@ func (k *jsonKind) UnmarshalJSON(b []byte) error {
 // is free.
 type stdioCalls struct {
 	slots    chan struct{}
+	listens  chan struct{} // a slot each for the subscriptions/listen streams open
 	bytes    *semaphore.Weighted
 	maxBytes int64
 	jobs     chan func()
@@ -212,22 +233,35 @@ type stdioCalls struct {
 }
 
 func newStdioCalls(maxLine int64) *stdioCalls {
-	return &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{}),
+	return &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), listens: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{}),
 		bytes: semaphore.NewWeighted(maxLine), maxBytes: maxLine}
 }
 
 // start takes a slot and room for the size bytes of request id's line (waiting for both)
-// and returns its context and the function that ends it; ok is false once the loop is
-// stopping.
+// and begins the request.
 func (c *stdioCalls) start(parent context.Context, id string, size int64) (ctx context.Context, end func(), ok bool) {
 	size = min(size, c.maxBytes)
 	c.bytes.Acquire(context.Background(), size)
 	c.slots <- struct{}{}
+	release := func() {
+		<-c.slots
+		c.bytes.Release(size)
+	}
+	ctx, done, ok := c.begin(parent, id)
+	if !ok {
+		release()
+		return nil, nil, false
+	}
+	return ctx, func() { release(); done() }, true
+}
+
+// begin returns the context of request id, which notifications/cancelled for id ends, and
+// the function that ends it; ok is false once the loop is stopping, which waits for every
+// request begun.
+func (c *stdioCalls) begin(parent context.Context, id string) (ctx context.Context, end func(), ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		<-c.slots
-		c.bytes.Release(size)
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -241,8 +275,6 @@ func (c *stdioCalls) start(parent context.Context, id string, size int64) (ctx c
 		if c.cancel[id] == key {
 			delete(c.cancel, id)
 		}
-		<-c.slots
-		c.bytes.Release(size)
 		if c.running--; c.running == 0 && c.stopped {
 			close(c.idle)
 		}

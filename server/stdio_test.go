@@ -220,3 +220,37 @@ func TestStdioCallsBoundTheirBytes(t *testing.T) {
 		t.Fatal("the room was not given back")
 	}
 }
+
+// A stdio client has at most maxStdioRequests subscriptions/listen streams open at once (each
+// holds a listener and a goroutine for as long as it lasts): one more is refused with its
+// id until notifications/cancelled ends one of them.
+func TestStdioListenStreamsBounded(t *testing.T) {
+	s := New(handlers.New(files.NewMemoryStore(), handlers.DefaultLimits()), Config{Version: "test"})
+	inR, inW := io.Pipe()
+	lines, done := serveStdioTest(s, inR)
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	awaitAnswer(t, lines, "0", func(stdioLine) {})
+	listen := `{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourcesListChanged":true}}}` + "\n"
+	for id := 1; id <= maxStdioRequests+1; id++ {
+		fmt.Fprintf(inW, listen, id)
+	}
+	busy := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32000,"message":"Service busy: at most %d subscriptions/listen streams at once; cancel one first"}}`, maxStdioRequests+1, maxStdioRequests)
+	if got := awaitAnswer(t, lines, fmt.Sprint(maxStdioRequests+1), func(stdioLine) {}); got.text != busy {
+		t.Fatalf("one stream too many: %s, want %s", got.text, busy)
+	}
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	awaitAnswer(t, lines, "1", func(stdioLine) {})
+	fmt.Fprintf(inW, listen, 100)
+	for l := range lines {
+		if strings.Contains(l.text, `"id":100,`) {
+			t.Fatalf("a stream after one ended: %s", l.text)
+		}
+		if strings.Contains(l.text, `subscriptionId":100}`) {
+			break // acknowledged: it is open
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
