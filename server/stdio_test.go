@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -253,4 +254,68 @@ func TestStdioListenStreamsBounded(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Error(err)
 	}
+}
+
+// Whatever mix of calls, subscriptions/listen streams, cancellations and broken lines a
+// stdio client sends, every request is answered exactly once, with its id, by the time
+// its input ends (a stream beyond the bound with the busy error), and the loop returns.
+// Each op is a line: a call, a listen, the cancellation of an earlier request, or a
+// malformed request.
+func FuzzStdioSession(f *testing.F) {
+	f.Add([]byte{1, 1, 2, 0, 3, 1, 5})
+	f.Add(bytes.Repeat([]byte{1}, 40))
+	f.Add([]byte{1, 1, 1, 6, 10, 1, 4, 0, 0})
+	s := New(handlers.New(files.NewMemoryStore(), handlers.DefaultLimits()), Config{Version: "test"})
+	listen := `{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourcesListChanged":true}}}`
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 80 {
+			return
+		}
+		var in strings.Builder
+		owed := map[string]int{}
+		for i, op := range ops {
+			id := i + 1
+			switch op % 5 {
+			case 0:
+				fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/f%d.md","file_text":"x"}}}`, id, op/5%4)
+			case 1:
+				fmt.Fprintf(&in, listen, id)
+			case 2:
+				fmt.Fprintf(&in, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, int(op/5)%(i+1)+1)
+				id = 0
+			case 3:
+				fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":[]}`, id)
+			case 4:
+				fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`, id)
+			}
+			in.WriteByte('\n')
+			if id != 0 {
+				owed[strconv.Itoa(id)]++
+			}
+		}
+		lines, done := serveStdioTest(s, strings.NewReader(in.String()))
+		for l := range lines {
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if err := json.Unmarshal([]byte(l.text), &msg); err != nil {
+				t.Fatalf("wrote %q", l.text)
+			}
+			if msg.Method != "" {
+				continue // a notification
+			}
+			if owed[string(msg.ID)]--; owed[string(msg.ID)] < 0 {
+				t.Fatalf("an answer not owed: %s", l.text)
+			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for id, n := range owed {
+			if n != 0 {
+				t.Fatalf("request %s was not answered", id)
+			}
+		}
+	})
 }
