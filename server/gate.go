@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -49,10 +50,80 @@ type gate struct {
 const smallBodyTimeout = 5 * time.Second
 
 // sseStream counts the responses an SSE session owes its client: a slot of pending each,
-// and the calls waiting for one.
+// and the calls waiting for one; and holds its open subscriptions/listen streams.
 type sseStream struct {
 	pending chan struct{}
 	waiting atomic.Int64
+	done    chan struct{} // closed when the session's event stream ends
+	mu      sync.Mutex
+	listens map[*sseListen]bool
+}
+
+// sseListen is a subscriptions/listen stream opened on a legacy SSE session. mcp-go serves
+// the session's calls on contexts that outlive it, so the stream holds one of the tenant's
+// event streams until it ends, and is ended when the session does (see endSSEListens).
+type sseListen struct {
+	done    <-chan struct{}
+	release func() // gives back the stream's slot; once
+}
+
+type sseListenKey struct{}
+
+// listen records a stream opened on the session; its slot is given back by release, or
+// when the session ends (at once if it has).
+func (st *sseStream) listen(release func()) *sseListen {
+	l := &sseListen{done: st.done}
+	l.release = sync.OnceFunc(func() {
+		st.mu.Lock()
+		delete(st.listens, l)
+		st.mu.Unlock()
+		release()
+	})
+	st.mu.Lock()
+	ended := false
+	select {
+	case <-st.done:
+		ended = true
+	default:
+		st.listens[l] = true
+	}
+	st.mu.Unlock()
+	if ended {
+		l.release()
+	}
+	return l
+}
+
+// end closes the session: its streams' slots are given back, and the streams end.
+func (st *sseStream) end() {
+	st.mu.Lock()
+	close(st.done)
+	open := slices.Collect(maps.Keys(st.listens))
+	st.mu.Unlock()
+	for _, l := range open {
+		l.release()
+	}
+}
+
+// endSSEListens ends a subscriptions/listen stream of a legacy SSE session when its session
+// ends, through mcp-go's cancellation, as its client would.
+func endSSEListens(h *mcpserver.Hooks, s *Server) {
+	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
+		l, ok := ctx.Value(sseListenKey{}).(*sseListen)
+		if !ok || id == nil {
+			return
+		}
+		context.AfterFunc(ctx, l.release)
+		go func() {
+			select {
+			case <-l.done:
+				cancel, _ := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+					Method: string(mcp.MethodNotificationCancelled), Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id}}}})
+				s.mcp.HandleMessage(context.WithoutCancel(ctx), cancel)
+			case <-ctx.Done():
+			}
+		}()
+	})
 }
 
 // take takes a slot for one more response, waiting at most l.Wait, with at most
@@ -281,17 +352,28 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	r.ContentLength = int64(len(body))
 	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
 
-	if bytes.Contains(body, []byte(mcp.MethodSubscriptionsListen)) && method(body) == string(mcp.MethodSubscriptionsListen) {
+	listen := bytes.Contains(body, []byte(mcp.MethodSubscriptionsListen)) && method(body) == string(mcp.MethodSubscriptionsListen)
+	if listen && r.URL.Path != "/message" {
 		g.serveStream(w, r, tenant)
 		return
 	}
 	if r.URL.Path == "/message" {
 		// The response goes out on the client's SSE stream, after this request has ended:
-		// a call waits for room among the responses the stream owes.
+		// a call waits for room among the responses the stream owes. A listen stream takes
+		// one of the tenant's event streams too, as over Streamable HTTP.
 		st := g.sseSession(r.URL.Query().Get("sessionId"))
 		if st != nil && owesResponse(body) && !st.take(r.Context(), g.opts.Limits) {
 			busy(w, "responses waiting for this SSE client")
 			return
+		}
+		if st != nil && listen {
+			if !g.budget.stream(tenant) {
+				st.delivered()
+				busy(w, "event streams")
+				return
+			}
+			l := st.listen(func() { g.budget.endStream(tenant) })
+			r = r.WithContext(context.WithValue(r.Context(), sseListenKey{}, l))
 		}
 	}
 	if !g.budget.execute(r.Context(), tenant) {
@@ -386,7 +468,7 @@ func (w *deadlineWriter) watchSSE(b []byte) {
 		id, _, _ := strings.Cut(q, "\r")
 		id, _, _ = strings.Cut(id, "\n")
 		id, _, _ = strings.Cut(id, "&")
-		w.session, w.stream = id, &sseStream{pending: make(chan struct{}, w.sse.opts.Limits.Pending)}
+		w.session, w.stream = id, &sseStream{pending: make(chan struct{}, w.sse.opts.Limits.Pending), done: make(chan struct{}), listens: map[*sseListen]bool{}}
 		w.sse.mu.Lock()
 		w.sse.sse[id] = w.stream
 		w.sse.mu.Unlock()
@@ -402,6 +484,7 @@ func (w *deadlineWriter) endSSE() {
 		w.sse.mu.Lock()
 		delete(w.sse.sse, w.session)
 		w.sse.mu.Unlock()
+		w.stream.end()
 	}
 }
 

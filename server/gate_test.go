@@ -521,3 +521,66 @@ func sseEndpoint(t *testing.T, events *bufio.Reader) string {
 		}
 	}
 }
+
+// A subscriptions/listen stream opened on a legacy SSE session holds one of the tenant's
+// event streams, and ends with its session: mcp-go serves the session's calls on contexts
+// that outlive it, so such streams used to run on, unbounded, after their client was gone.
+func TestSSEListenStreamsEndWithTheirSession(t *testing.T) {
+	lim := Limits{Requests: 64, PerTenant: 64, SmallRequests: 64, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 8, QueuePerTenant: 1, Wait: time.Second}
+	url, s := testGate(t, HTTPOptions{Transport: "sse", Limits: lim}, nil, "")
+	listen := `{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourcesListChanged":true}}}`
+	for session := range 2 {
+		resp, err := http.Get(url + "/sse")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("session %d: status %d (the streams of the one before were not given back)", session, resp.StatusCode)
+		}
+		events := bufio.NewReader(resp.Body)
+		endpoint := sseEndpoint(t, events)
+		post(t, url+endpoint, "", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		for id := 1; id <= lim.StreamsPerTenant; id++ {
+			want := http.StatusAccepted
+			if id == lim.StreamsPerTenant { // the session's own event stream is one
+				want = http.StatusServiceUnavailable
+			}
+			if r := post(t, url+endpoint, "", "", fmt.Sprintf(listen, id)); r.StatusCode != want {
+				t.Fatalf("session %d, listen %d: status %d, want %d", session, id, r.StatusCode, want)
+			}
+		}
+		for acks := 0; acks < lim.StreamsPerTenant-1; {
+			line, err := events.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(line, "notifications/subscriptions/acknowledged") {
+				acks++
+			}
+		}
+		resp.Body.Close()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			s.notify.mu.Lock()
+			open := len(s.notify.watches)
+			s.notify.mu.Unlock()
+			if open == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("session %d: its listen streams run on after it ended", session)
+			}
+		}
+	}
+}
+
+// A listen stream posted as its session ends gives its slot back at once.
+func TestSSEListenAfterTheSessionEnded(t *testing.T) {
+	st := &sseStream{pending: make(chan struct{}, 1), done: make(chan struct{}), listens: map[*sseListen]bool{}}
+	released := 0
+	st.listen(func() { released++ })
+	st.end()
+	st.listen(func() { released++ })
+	if released != 2 || len(st.listens) != 0 {
+		t.Fatalf("%d slots given back, %d streams held; want 2 and 0", released, len(st.listens))
+	}
+}

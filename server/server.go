@@ -91,6 +91,7 @@ func New(h *handlers.Memory, cfg Config) *Server {
 	hooks.AddOnUnregisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
 		s.sessions.Delete(session.SessionID())
 	})
+	endSSEListens(hooks, s)
 	// A read-only store lists only view. Calls of the other tools still reach the handlers,
 	// which refuse them with the message the model can act on (a filter would make them
 	// "tool not found" protocol errors).
