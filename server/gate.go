@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -60,19 +61,26 @@ type sseStream struct {
 }
 
 // sseListen is a subscriptions/listen stream opened on a legacy SSE session. mcp-go serves
-// the session's calls on contexts that outlive it, so the stream holds one of the tenant's
-// event streams until it ends, and is ended when the session does (see endSSEListens).
+// each of the session's messages on a goroutine of its own, on a context that outlives the
+// session: a cancellation may overtake the stream it ends, and the stream would outlast its
+// client. So the gate follows such a stream: it holds one of the tenant's event streams
+// until it ends, and endSSEListens ends it once it runs, when the client has cancelled it
+// or the session has ended.
 type sseListen struct {
-	done    <-chan struct{}
-	release func() // gives back the stream's slot; once
+	id        string // idKey of the request's id
+	done      <-chan struct{}
+	cancelled chan struct{} // closed once the client cancels it
+	cancel    func()
+	release   func() // gives back the stream's slot; once
 }
 
 type sseListenKey struct{}
 
-// listen records a stream opened on the session; its slot is given back by release, or
+// listen records stream id opened on the session; its slot is given back by release, or
 // when the session ends (at once if it has).
-func (st *sseStream) listen(release func()) *sseListen {
-	l := &sseListen{done: st.done}
+func (st *sseStream) listen(id string, release func()) *sseListen {
+	l := &sseListen{id: id, done: st.done, cancelled: make(chan struct{})}
+	l.cancel = sync.OnceFunc(func() { close(l.cancelled) })
 	l.release = sync.OnceFunc(func() {
 		st.mu.Lock()
 		delete(st.listens, l)
@@ -94,6 +102,17 @@ func (st *sseStream) listen(release func()) *sseListen {
 	return l
 }
 
+// cancel marks the session's streams with id cancelled by the client.
+func (st *sseStream) cancel(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for l := range st.listens {
+		if l.id == id {
+			l.cancel()
+		}
+	}
+}
+
 // end closes the session: its streams' slots are given back, and the streams end.
 func (st *sseStream) end() {
 	st.mu.Lock()
@@ -105,8 +124,9 @@ func (st *sseStream) end() {
 	}
 }
 
-// endSSEListens ends a subscriptions/listen stream of a legacy SSE session when its session
-// ends, through mcp-go's cancellation, as its client would.
+// endSSEListens ends a subscriptions/listen stream of a legacy SSE session, once it runs,
+// when its client has cancelled it or its session has ended, through mcp-go's own
+// cancellation.
 func endSSEListens(h *mcpserver.Hooks, s *Server) {
 	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
 		l, ok := ctx.Value(sseListenKey{}).(*sseListen)
@@ -117,13 +137,27 @@ func endSSEListens(h *mcpserver.Hooks, s *Server) {
 		go func() {
 			select {
 			case <-l.done:
-				cancel, _ := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
-					Method: string(mcp.MethodNotificationCancelled), Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id}}}})
-				s.mcp.HandleMessage(context.WithoutCancel(ctx), cancel)
+			case <-l.cancelled:
 			case <-ctx.Done():
+				return
 			}
+			cancel, _ := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+				Method: string(mcp.MethodNotificationCancelled), Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id}}}})
+			s.mcp.HandleMessage(context.WithoutCancel(ctx), cancel)
 		}()
 	})
+}
+
+// idKey is a request id as mcp-go compares them (numbers by value, as float64s): a number
+// or a string ("" otherwise).
+func idKey(raw json.RawMessage) string {
+	var v any
+	json.Unmarshal(raw, &v)
+	switch v.(type) {
+	case float64, string:
+		return fmt.Sprintf("%T %v", v, v)
+	}
+	return ""
 }
 
 // take takes a slot for one more response, waiting at most l.Wait, with at most
@@ -366,14 +400,26 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 			busy(w, "responses waiting for this SSE client")
 			return
 		}
-		if st != nil && listen {
-			if !g.budget.stream(tenant) {
+		var head struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			} `json:"params"`
+		}
+		if st != nil && (listen || bytes.Contains(body, []byte(mcp.MethodNotificationCancelled))) {
+			json.Unmarshal(body, &head) // what does not decode is no cancellation, and a listen's id ""
+			switch {
+			case listen && !g.budget.stream(tenant):
 				st.delivered()
 				busy(w, "event streams")
 				return
+			case listen:
+				l := st.listen(idKey(head.ID), func() { g.budget.endStream(tenant) })
+				r = r.WithContext(context.WithValue(r.Context(), sseListenKey{}, l))
+			case head.Method == string(mcp.MethodNotificationCancelled) && head.ID == nil:
+				st.cancel(idKey(head.Params.RequestID))
 			}
-			l := st.listen(func() { g.budget.endStream(tenant) })
-			r = r.WithContext(context.WithValue(r.Context(), sseListenKey{}, l))
 		}
 	}
 	if !g.budget.execute(r.Context(), tenant) {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ import (
 
 // testGate serves a memory-backed server over HTTP on addr (127.0.0.1:0 unless given) and
 // returns its base URL, with the port, and the server.
-func testGate(t *testing.T, opts HTTPOptions, tokens map[string]string, addr string) (string, *Server) {
+func testGate(t testing.TB, opts HTTPOptions, tokens map[string]string, addr string) (string, *Server) {
 	t.Helper()
 	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
 	var tenants []Tenant
@@ -42,7 +43,7 @@ func testGate(t *testing.T, opts HTTPOptions, tokens map[string]string, addr str
 
 // serve serves s over HTTP on addr (127.0.0.1:0 unless given) until the test ends, and
 // returns its base URL.
-func serve(t *testing.T, s *Server, opts HTTPOptions, addr string) string {
+func serve(t testing.TB, s *Server, opts HTTPOptions, addr string) string {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -81,7 +82,7 @@ func (s *Server) sessionCount() int {
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
 // post sends one JSON-RPC message; session and token may be "".
-func post(t *testing.T, url, session, token, body string, header ...string) *http.Response {
+func post(t testing.TB, url, session, token, body string, header ...string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -509,7 +510,7 @@ func TestSSEResponsesTakeNoSlot(t *testing.T) {
 
 // sseEndpoint reads a legacy SSE stream up to its first event, which names the session's
 // message endpoint, and returns that.
-func sseEndpoint(t *testing.T, events *bufio.Reader) string {
+func sseEndpoint(t testing.TB, events *bufio.Reader) string {
 	t.Helper()
 	for {
 		line, err := events.ReadString('\n')
@@ -577,10 +578,155 @@ func TestSSEListenStreamsEndWithTheirSession(t *testing.T) {
 func TestSSEListenAfterTheSessionEnded(t *testing.T) {
 	st := &sseStream{pending: make(chan struct{}, 1), done: make(chan struct{}), listens: map[*sseListen]bool{}}
 	released := 0
-	st.listen(func() { released++ })
+	st.listen("1", func() { released++ })
 	st.end()
-	st.listen(func() { released++ })
+	st.listen("1", func() { released++ })
 	if released != 2 || len(st.listens) != 0 {
 		t.Fatalf("%d slots given back, %d streams held; want 2 and 0", released, len(st.listens))
+	}
+}
+
+// Whatever mix of calls, subscriptions/listen streams, cancellations and client answers an
+// SSE client posts, every request taken is answered once on its stream, with its id, once
+// the client has cancelled its streams; and when the session ends, nothing of it stays: no
+// stream runs on, and its event streams are given back (the next session opens).
+func FuzzSSESession(f *testing.F) {
+	f.Add([]byte{1, 1, 2, 0, 3, 1, 4})
+	f.Add(bytes.Repeat([]byte{1}, 6))
+	f.Add([]byte{1, 7, 12, 1, 0, 5})
+	lim := Limits{Requests: 64, PerTenant: 64, SmallRequests: 64, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 8, QueuePerTenant: 8, Wait: 5 * time.Second}
+	url, s := testGate(f, HTTPOptions{Transport: "sse", Limits: lim}, nil, "")
+	listen := `{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourcesListChanged":true}}}`
+	cancel := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 30 {
+			return
+		}
+		var resp *http.Response
+		// The session before gives its own event stream back just after it ends.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var err error
+			if resp, err = http.Get(url + "/sse"); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			resp.Body.Close()
+			if time.Now().After(deadline) {
+				t.Fatalf("a new session: status %d (one before held its event streams)", resp.StatusCode)
+			}
+		}
+		defer resp.Body.Close()
+		events := bufio.NewReader(resp.Body)
+		endpoint := sseEndpoint(t, events)
+		answers := make(chan string, 100)
+		go func() {
+			defer close(answers)
+			for {
+				line, err := events.ReadString('\n')
+				if err != nil {
+					return
+				}
+				var msg struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &msg) == nil && msg.Method == "" {
+					answers <- string(msg.ID)
+				}
+			}
+		}()
+		owed := map[string]int{"0": 1}
+		post(t, url+endpoint, "", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		var listens []int
+		for i, op := range ops {
+			id := i + 1
+			var body string
+			switch op % 5 {
+			case 0:
+				body = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`, id)
+			case 1:
+				body = fmt.Sprintf(listen, id)
+			case 2: // a stream's cancellation
+				if len(listens) == 0 {
+					continue
+				}
+				k := int(op/5) % len(listens)
+				body = fmt.Sprintf(cancel, listens[k])
+				listens = slices.Delete(listens, k, k+1)
+			case 3:
+				body = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, id)
+			case 4:
+				body = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, id)
+			}
+			r := post(t, url+endpoint, "", "", body)
+			switch {
+			case r.StatusCode == http.StatusServiceUnavailable && op%5 == 1:
+				continue // the tenant's event streams are taken
+			case r.StatusCode != http.StatusAccepted:
+				t.Fatalf("op %d %s: status %d", i, body, r.StatusCode)
+			case op%5 == 1:
+				listens = append(listens, id)
+			}
+			if op%5 != 2 && op%5 != 3 {
+				owed[strconv.Itoa(id)]++
+			}
+		}
+		for _, id := range listens {
+			post(t, url+endpoint, "", "", fmt.Sprintf(cancel, id))
+		}
+		for len(owed) > 0 {
+			select {
+			case id, ok := <-answers:
+				if !ok {
+					t.Fatalf("the stream ended with %v unanswered", owed)
+				}
+				if owed[id]--; owed[id] < 0 {
+					t.Fatalf("an answer not owed: id %s", id)
+				}
+				if owed[id] == 0 {
+					delete(owed, id)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("unanswered: %v", owed)
+			}
+		}
+		resp.Body.Close()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			s.notify.mu.Lock()
+			open := len(s.notify.watches)
+			s.notify.mu.Unlock()
+			if open == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the session's streams run on after it ended")
+			}
+		}
+	})
+}
+
+// A client's cancellation marks its streams with that id, and only those, however the id
+// is spelled: mcp-go may handle it before the stream it ends has started, and the stream
+// then ends once it has.
+func TestSSEListenCancelled(t *testing.T) {
+	st := &sseStream{pending: make(chan struct{}, 1), done: make(chan struct{}), listens: map[*sseListen]bool{}}
+	a, b, c := st.listen(idKey([]byte(`7`)), func() {}), st.listen(idKey([]byte(`"7"`)), func() {}), st.listen(idKey([]byte(`7`)), func() {})
+	st.cancel(idKey([]byte(`7.0`)))
+	for _, tc := range []struct {
+		l    *sseListen
+		want bool
+	}{{a, true}, {b, false}, {c, true}} {
+		select {
+		case <-tc.l.cancelled:
+			if !tc.want {
+				t.Errorf("stream %s cancelled", tc.l.id)
+			}
+		default:
+			if tc.want {
+				t.Errorf("stream %s not cancelled", tc.l.id)
+			}
+		}
 	}
 }
