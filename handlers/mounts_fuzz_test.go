@@ -49,22 +49,8 @@ func FuzzMounts(f *testing.F) {
 			clock = clock.Add(time.Minute)
 			n, m := names[int(op/10)%len(names)], names[int(op/70+op)%len(names)]
 			p, q := "/memories/"+n, "/memories/"+m
-			input := map[string]any{}
+			input := fuzzCommand(op, i, p, q)
 			switch op % 10 {
-			case 0:
-				input = map[string]any{"command": "create", "path": p, "file_text": "beta " + strconv.Itoa(i) + "\n"}
-			case 1:
-				input = map[string]any{"command": "str_replace", "path": p, "old_str": "beta", "new_str": "gamma"}
-			case 2:
-				input = map[string]any{"command": "insert", "path": p, "insert_line": 1, "insert_text": "line " + strconv.Itoa(i)}
-			case 3:
-				input = map[string]any{"command": "delete", "path": p}
-			case 4:
-				input = map[string]any{"command": "rename", "old_path": p, "new_path": q}
-			case 5:
-				input = map[string]any{"command": "view", "path": p, "view_range": []int{1, -1}}
-			case 6:
-				input = map[string]any{"command": "view", "path": "/memories"}
 			case 7:
 				// On the main store, or across the two: the mount's files stay as they are.
 				p = "/memories/" + names[int(op/10)%5] // not under /memories/team

@@ -63,22 +63,8 @@ func FuzzOverlay(f *testing.F) {
 		for i, op := range ops {
 			clock = clock.Add(time.Minute)
 			p, q := "/memories/"+names[int(op/10)%len(names)], "/memories/"+names[int(op/70+op)%len(names)]
-			var input map[string]any
+			input := fuzzCommand(op, i, p, q)
 			switch op % 10 {
-			case 0:
-				input = map[string]any{"command": "create", "path": p, "file_text": "beta " + strconv.Itoa(i) + "\n"}
-			case 1:
-				input = map[string]any{"command": "str_replace", "path": p, "old_str": "beta", "new_str": "gamma"}
-			case 2:
-				input = map[string]any{"command": "insert", "path": p, "insert_line": 1, "insert_text": "line " + strconv.Itoa(i)}
-			case 3:
-				input = map[string]any{"command": "delete", "path": p}
-			case 4:
-				input = map[string]any{"command": "rename", "old_path": p, "new_path": q}
-			case 5:
-				input = map[string]any{"command": "view", "path": p}
-			case 6:
-				input = map[string]any{"command": "view", "path": "/memories"}
 			case 7:
 				ov = open()
 				input = map[string]any{"command": "view", "path": "/memories"}
@@ -108,4 +94,27 @@ func FuzzOverlay(f *testing.F) {
 		l2, err2 := ref.Log(ctx, handlers.LogQuery{})
 		same("log", []any{l1, err1}, []any{l2, err2})
 	})
+}
+
+// fuzzCommand is the model's command that op makes, in step i, on p (and q, a rename's
+// destination): op%10 from 0 to 6 is create, str_replace, insert, delete, rename, view of p
+// and view of /memories; nil for the other ops.
+func fuzzCommand(op byte, i int, p, q string) map[string]any {
+	switch op % 10 {
+	case 0:
+		return map[string]any{"command": "create", "path": p, "file_text": "beta " + strconv.Itoa(i) + "\n"}
+	case 1:
+		return map[string]any{"command": "str_replace", "path": p, "old_str": "beta", "new_str": "gamma"}
+	case 2:
+		return map[string]any{"command": "insert", "path": p, "insert_line": 1, "insert_text": "line " + strconv.Itoa(i)}
+	case 3:
+		return map[string]any{"command": "delete", "path": p}
+	case 4:
+		return map[string]any{"command": "rename", "old_path": p, "new_path": q}
+	case 5:
+		return map[string]any{"command": "view", "path": p}
+	case 6:
+		return map[string]any{"command": "view", "path": "/memories"}
+	}
+	return nil
 }

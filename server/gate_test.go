@@ -560,17 +560,7 @@ func TestSSEListenStreamsEndWithTheirSession(t *testing.T) {
 			}
 		}
 		resp.Body.Close()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			s.notify.mu.Lock()
-			open := len(s.notify.watches)
-			s.notify.mu.Unlock()
-			if open == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("session %d: its listen streams run on after it ended", session)
-			}
-		}
+		awaitNoWatches(t, s)
 	}
 }
 
@@ -693,17 +683,7 @@ func FuzzSSESession(f *testing.F) {
 			}
 		}
 		resp.Body.Close()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			s.notify.mu.Lock()
-			open := len(s.notify.watches)
-			s.notify.mu.Unlock()
-			if open == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the session's streams run on after it ended")
-			}
-		}
+		awaitNoWatches(t, s)
 	})
 }
 
@@ -727,6 +707,23 @@ func TestSSEListenCancelled(t *testing.T) {
 			if tc.want {
 				t.Errorf("stream %s not cancelled", tc.l.id)
 			}
+		}
+	}
+}
+
+// awaitNoWatches waits until the server follows no memory for any client: the session that
+// just ended left no stream running.
+func awaitNoWatches(t testing.TB, s *Server) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.notify.mu.Lock()
+		open := len(s.notify.watches)
+		s.notify.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session's streams run on after it ended")
 		}
 	}
 }
