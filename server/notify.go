@@ -43,9 +43,13 @@ const watchInterval = 250 * time.Millisecond
 // client, and a client that re-lists after the last one sees every change of the burst.
 const listEvery = 50 * time.Millisecond
 
-// maxSubscriptions bounds the URIs one session or stream follows, and so the memory a
-// client can make the server hold; beyond it, subscriptions are acknowledged and ignored.
-const maxSubscriptions = 1000
+// maxSubscriptions and maxSubscriptionBytes bound the URIs one session or stream follows,
+// and so the memory a client can make the server hold; beyond them, subscriptions are
+// acknowledged and ignored, as are URIs that name no memory file (no change reaches them).
+const (
+	maxSubscriptions     = 1000
+	maxSubscriptionBytes = 128 << 10
+)
 
 type notifier struct {
 	s    *Server
@@ -70,6 +74,25 @@ type listener struct {
 	gone        bool // removed: add attaches it no more
 	listChanged bool
 	uris        map[string]vfs.Digest // subscribed URIs → the content last announced
+	uriBytes    int                   // their length together
+}
+
+// follows reports whether l may follow one more URI, uri: one that names a memory file,
+// within the bounds. n.mu is held for a registered session.
+func (l *listener) follows(uri string) bool {
+	if _, err := uriPath(uri); err != nil {
+		return false
+	}
+	_, known := l.uris[uri]
+	return known || len(l.uris) < maxSubscriptions && l.uriBytes+len(uri) <= maxSubscriptionBytes
+}
+
+// follow records that l follows uri, whose content is now d.
+func (l *listener) follow(uri string, d vfs.Digest) {
+	if _, known := l.uris[uri]; !known {
+		l.uriBytes += len(uri)
+	}
+	l.uris[uri] = d
 }
 
 // watch follows one memory for its listeners.
@@ -156,8 +179,10 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 			return
 		}
 		l := &listener{session: session, mem: mem, subID: id, active: true, listChanged: f.ResourcesListChanged, uris: map[string]vfs.Digest{}}
-		for _, uri := range f.ResourceSubscriptions[:min(len(f.ResourceSubscriptions), maxSubscriptions)] {
-			l.uris[uri] = n.digest(mem, uri)
+		for _, uri := range f.ResourceSubscriptions {
+			if l.follows(uri) {
+				l.follow(uri, n.digest(mem, uri))
+			}
 		}
 		n.add(l)
 		context.AfterFunc(ctx, func() { // the stream ends with its request
@@ -172,13 +197,13 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 func (n *notifier) subscribe(sessionID, uri string, on bool) {
 	n.mu.Lock()
 	l := n.sessions[sessionID]
-	full := l != nil && len(l.uris) >= maxSubscriptions
+	ok := l != nil && l.follows(uri)
 	n.mu.Unlock()
 	if l == nil {
 		return
 	}
-	if on && full {
-		n.warn.Warn().Int("max", maxSubscriptions).Msg("a session subscribed to too many resources; the rest are ignored")
+	if on && !ok {
+		n.warn.Warn().Int("max", maxSubscriptions).Msg("a session subscribed to too many resources, or to a URI that names no memory file; ignored")
 		return
 	}
 	var d vfs.Digest
@@ -187,10 +212,13 @@ func (n *notifier) subscribe(sessionID, uri string, on bool) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if on {
-		l.uris[uri] = d
-	} else {
-		delete(l.uris, uri)
+	if !on {
+		if _, known := l.uris[uri]; known {
+			l.uriBytes -= len(uri)
+			delete(l.uris, uri)
+		}
+	} else if l.follows(uri) { // checked again: another call may have come between
+		l.follow(uri, d)
 	}
 }
 

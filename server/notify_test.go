@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -269,6 +270,68 @@ func TestWatchReadyBeforeInitializeAnswer(t *testing.T) {
 			count(l)
 		case <-deadline:
 			t.Fatal("a file created right after initialize was never announced (no list_changed)")
+		}
+	}
+}
+
+// What a session or a listen stream follows is bounded, in URIs and in their bytes, and
+// holds only URIs that name a memory file: a subscription beyond, or to any other URI, is
+// acknowledged and ignored. (A client once made the server hold 515 MB with 300
+// subscriptions of 1 MB URIs.)
+func TestSubscriptionsBounded(t *testing.T) {
+	s, _, inW, lines := stdioServer(t)
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	awaitAnswer(t, lines, "0", func(stdioLine) {})
+	long := "memory:///memories/" + strings.Repeat("d/", 1000) // 2 KB, a valid path
+	uris := []string{
+		"memory:///memories/a.md", "memory:///memories/a.md", // once
+		"memory:///memories/" + strings.Repeat("x", 100_000), // no memory path is that long
+		"https://example.com/a.md", "memory:///memories/../etc", "memory:///memories",
+	}
+	for i := range maxSubscriptionBytes/len(long) + 5 {
+		uris = append(uris, fmt.Sprintf("%s%d.md", long, i))
+	}
+	var listen []string
+	for i, uri := range uris {
+		q, _ := json.Marshal(uri)
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":%s}}`+"\n", i+1, q)
+		awaitAnswer(t, lines, fmt.Sprint(i+1), func(stdioLine) {})
+		listen = append(listen, string(q))
+	}
+	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourceSubscriptions":[%s]}}}`+"\n", strings.Join(listen, ","))
+	acked := false
+	for l := range lines {
+		if strings.Contains(l.text, `"id":"l"`) {
+			t.Fatalf("the stream failed: %.300s", l.text)
+		}
+		if acked = strings.Contains(l.text, `subscriptionId":"l"}`); acked {
+			break
+		}
+	}
+	if !acked {
+		t.Fatal("the stream was not acknowledged")
+	}
+	s.notify.mu.Lock()
+	defer s.notify.mu.Unlock()
+	var followers []*listener
+	for _, w := range s.notify.watches {
+		for l := range w.listeners {
+			followers = append(followers, l)
+		}
+	}
+	if len(followers) != 2 {
+		t.Fatalf("%d listeners, want the session and the stream", len(followers))
+	}
+	for _, l := range followers {
+		total := 0
+		for uri := range l.uris {
+			total += len(uri)
+			if _, err := uriPath(uri); err != nil {
+				t.Errorf("follows %.40q, which names no memory file", uri)
+			}
+		}
+		if _, ok := l.uris["memory:///memories/a.md"]; !ok || total != l.uriBytes || total > maxSubscriptionBytes || total < maxSubscriptionBytes-len(long)-10 {
+			t.Errorf("follows %d URIs of %d bytes (counted %d), a.md %v; want at most %d bytes, nearly all of them", len(l.uris), total, l.uriBytes, ok, maxSubscriptionBytes)
 		}
 	}
 }

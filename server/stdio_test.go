@@ -41,6 +41,7 @@ func serveStdioTestCtx(ctx context.Context, s *Server, in io.Reader) (<-chan std
 	lines := make(chan stdioLine, 1000)
 	go func() {
 		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 4<<20)
 		for sc.Scan() {
 			lines <- stdioLine{sc.Text(), time.Now()}
 		}
