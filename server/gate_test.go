@@ -566,7 +566,7 @@ func TestSSEListenStreamsEndWithTheirSession(t *testing.T) {
 
 // A listen stream posted as its session ends gives its slot back at once.
 func TestSSEListenAfterTheSessionEnded(t *testing.T) {
-	st := &sseStream{pending: make(chan struct{}, 1), done: make(chan struct{}), listens: map[*sseListen]bool{}}
+	st := &sseStream{pending: make(chan struct{}, 1), listens: map[*sseListen]bool{}}
 	released := 0
 	st.listen("1", func() { released++ })
 	st.end()
@@ -691,7 +691,7 @@ func FuzzSSESession(f *testing.F) {
 // is spelled: mcp-go may handle it before the stream it ends has started, and the stream
 // then ends once it has.
 func TestSSEListenCancelled(t *testing.T) {
-	st := &sseStream{pending: make(chan struct{}, 1), done: make(chan struct{}), listens: map[*sseListen]bool{}}
+	st := &sseStream{pending: make(chan struct{}, 1), listens: map[*sseListen]bool{}}
 	a, b, c := st.listen(idKey([]byte(`7`)), func() {}), st.listen(idKey([]byte(`"7"`)), func() {}), st.listen(idKey([]byte(`7`)), func() {})
 	st.cancel(idKey([]byte(`7.0`)))
 	for _, tc := range []struct {
@@ -699,7 +699,7 @@ func TestSSEListenCancelled(t *testing.T) {
 		want bool
 	}{{a, true}, {b, false}, {c, true}} {
 		select {
-		case <-tc.l.cancelled:
+		case <-tc.l.over.Done():
 			if !tc.want {
 				t.Errorf("stream %s cancelled", tc.l.id)
 			}

@@ -80,11 +80,12 @@ type listener struct {
 // follows reports whether l may follow one more URI, uri: one that names a memory file,
 // within the bounds. n.mu is held for a registered session.
 func (l *listener) follows(uri string) bool {
-	if _, err := uriPath(uri); err != nil {
+	_, known := l.uris[uri]
+	if !known && (len(l.uris) >= maxSubscriptions || l.uriBytes+len(uri) > maxSubscriptionBytes) {
 		return false
 	}
-	_, known := l.uris[uri]
-	return known || len(l.uris) < maxSubscriptions && l.uriBytes+len(uri) <= maxSubscriptionBytes
+	_, err := uriPath(uri)
+	return err == nil
 }
 
 // follow records that l follows uri, whose content is now d.
@@ -180,6 +181,9 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 		}
 		l := &listener{session: session, mem: mem, subID: id, active: true, listChanged: f.ResourcesListChanged, uris: map[string]vfs.Digest{}}
 		for _, uri := range f.ResourceSubscriptions {
+			if len(l.uris) == maxSubscriptions {
+				break // the rest are ignored: a request may name millions
+			}
 			if l.follows(uri) {
 				l.follow(uri, n.digest(mem, uri))
 			}

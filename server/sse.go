@@ -22,8 +22,8 @@ import (
 type sseStream struct {
 	pending chan struct{}
 	waiting atomic.Int64
-	done    chan struct{} // closed when the session's event stream ends
 	mu      sync.Mutex
+	ended   bool // the session's event stream has ended
 	listens map[*sseListen]bool
 }
 
@@ -34,11 +34,10 @@ type sseStream struct {
 // until it ends, and endSSEListens ends it once it runs, when the client has cancelled it
 // or the session has ended.
 type sseListen struct {
-	id        string // idKey of the request's id
-	done      <-chan struct{}
-	cancelled chan struct{} // closed once the client cancels it
-	cancel    func()
-	release   func() // gives back the stream's slot; once
+	id      string          // idKey of the request's id
+	over    context.Context // done once the client cancels it or the session ends
+	cancel  context.CancelFunc
+	release func() // gives back the stream's slot; once
 }
 
 type sseListenKey struct{}
@@ -46,8 +45,8 @@ type sseListenKey struct{}
 // listen records stream id opened on the session; its slot is given back by release, or
 // when the session ends (at once if it has).
 func (st *sseStream) listen(id string, release func()) *sseListen {
-	l := &sseListen{id: id, done: st.done, cancelled: make(chan struct{})}
-	l.cancel = sync.OnceFunc(func() { close(l.cancelled) })
+	l := &sseListen{id: id}
+	l.over, l.cancel = context.WithCancel(context.Background())
 	l.release = sync.OnceFunc(func() {
 		st.mu.Lock()
 		delete(st.listens, l)
@@ -55,15 +54,13 @@ func (st *sseStream) listen(id string, release func()) *sseListen {
 		release()
 	})
 	st.mu.Lock()
-	ended := false
-	select {
-	case <-st.done:
-		ended = true
-	default:
+	ended := st.ended
+	if !ended {
 		st.listens[l] = true
 	}
 	st.mu.Unlock()
 	if ended {
+		l.cancel()
 		l.release()
 	}
 	return l
@@ -80,13 +77,14 @@ func (st *sseStream) cancel(id string) {
 	}
 }
 
-// end closes the session: its streams' slots are given back, and the streams end.
+// end closes the session: its streams end, and their slots are given back.
 func (st *sseStream) end() {
 	st.mu.Lock()
-	close(st.done)
+	st.ended = true
 	open := slices.Collect(maps.Keys(st.listens))
 	st.mu.Unlock()
 	for _, l := range open {
+		l.cancel()
 		l.release()
 	}
 }
@@ -100,18 +98,15 @@ func endSSEListens(h *mcpserver.Hooks, s *Server) {
 		if !ok || id == nil {
 			return
 		}
-		context.AfterFunc(ctx, l.release)
-		go func() {
-			select {
-			case <-l.done:
-			case <-l.cancelled:
-			case <-ctx.Done():
-				return
-			}
+		stop := context.AfterFunc(l.over, func() {
 			cancel, _ := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
 				Method: string(mcp.MethodNotificationCancelled), Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id}}}})
 			s.mcp.HandleMessage(context.WithoutCancel(ctx), cancel)
-		}()
+		})
+		context.AfterFunc(ctx, func() {
+			stop()
+			l.release()
+		})
 	})
 }
 
@@ -187,7 +182,7 @@ func (w *deadlineWriter) watchSSE(b []byte) {
 		id, _, _ := strings.Cut(q, "\r")
 		id, _, _ = strings.Cut(id, "\n")
 		id, _, _ = strings.Cut(id, "&")
-		w.session, w.stream = id, &sseStream{pending: make(chan struct{}, w.sse.opts.Limits.Pending), done: make(chan struct{}), listens: map[*sseListen]bool{}}
+		w.session, w.stream = id, &sseStream{pending: make(chan struct{}, w.sse.opts.Limits.Pending), listens: map[*sseListen]bool{}}
 		w.sse.mu.Lock()
 		w.sse.sse[id] = w.stream
 		w.sse.mu.Unlock()
