@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,22 +102,23 @@ func TestExpiryLeavesReadOnlyStoresAlone(t *testing.T) {
 
 // Expiry counts what every memory-mcp process on the storage did: views and renames made by
 // memory-mcp exec keep files alive for the server that sweeps later (another process,
-// started after them); a file nobody used goes.
+// started after them); a file nobody used goes. The record is aged by rewriting its times
+// an hour back, rather than by waiting: the sweep's margin is half an hour either way.
 func TestExpiryCountsExecViewsAndRenames(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "m")
 	for _, name := range []string{"unused.md", "viewed.md", "moved.md"} {
 		runExec(t, root, map[string]any{"command": "create", "path": "/memories/" + name, "file_text": name})
 	}
-	time.Sleep(2500 * time.Millisecond)
+	ageAccessRecord(t, root, time.Hour)
 	runExec(t, root, map[string]any{"command": "view", "path": "/memories/viewed.md"})
 	runExec(t, root, map[string]any{"command": "rename", "old_path": "/memories/moved.md", "new_path": "/memories/archive/renamed.md"})
-	time.Sleep(2500 * time.Millisecond)
 
-	cmd := exec.Command(binary, "-root", root, "-expire-after", "4s")
+	cmd := exec.Command(binary, "-root", root, "-expire-after", "30m")
 	cmd.Env = testEnv(t)
 	cs := connect(t, &mcp.CommandTransport{Command: cmd}, "")
 	defer cs.Close()
-	deadline := time.Now().Add(5 * time.Second)
+	// The first sweep runs as the server starts: wait for it to take the unused file.
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := os.Stat(filepath.Join(root, "unused.md"))
 		if os.IsNotExist(err) {
@@ -130,10 +132,41 @@ func TestExpiryCountsExecViewsAndRenames(t *testing.T) {
 	text, _ := callText(t, cs, "memory_view", map[string]any{"path": "/memories"})
 	for _, want := range []string{"/memories/viewed.md", "/memories/archive/renamed.md"} {
 		if !strings.Contains(text, want) {
-			t.Errorf("%s was expired although used 2.5 s before the sweep:\n%s", want, text)
+			t.Errorf("%s was expired although exec used it after the others:\n%s", want, text)
 		}
 	}
 	if strings.Contains(text, "unused.md") {
 		t.Errorf("unused.md is still listed:\n%s", text)
+	}
+}
+
+// ageAccessRecord moves every time in the store's access journal back by d, as if its
+// events had happened that long ago. (The journal is lines of a kind, a time in Unix
+// seconds and names, separated by tabs; no snapshot exists before a sweep.)
+func ageAccessRecord(t *testing.T, root string, d time.Duration) {
+	t.Helper()
+	name := filepath.Join(root, ".memory-mcp-access.log")
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".memory-mcp-access")); err == nil {
+		t.Fatal("the access record has a snapshot: the journal alone does not say every time")
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	for i, l := range lines {
+		f := strings.Split(l, "\t")
+		if len(f) < 3 {
+			continue
+		}
+		sec, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("journal line %q: %v", l, err)
+		}
+		f[1] = strconv.FormatInt(sec-int64(d/time.Second), 10)
+		lines[i] = strings.Join(f, "\t")
+	}
+	if err := os.WriteFile(name, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -75,8 +75,7 @@ func childEdit() {
 const rewriteFiles = 3
 
 // rewriteContent is a content of size bytes or a little less. Its versions differ in every
-// byte, or with one, in one byte in the middle: 256 KiB that all differ are replaced by a
-// rename; a page, or one byte, is written over in place on Linux (vfs/inplace.go).
+// byte, or with one, in one byte in the middle.
 func rewriteContent(name string, version byte, size int, one bool) string {
 	if one {
 		s := strings.Repeat(name+"-", size/(len(name)+1))
@@ -176,9 +175,8 @@ func TestTwoProcessesEditOneFile(t *testing.T) {
 
 // A process killed with SIGKILL while it rewrites files leaves every file with exactly its
 // old or its new content, and no temporary file shows in view (docs/behaviour.md §6):
-// files of 256 KiB whose every byte changes, replaced by a rename, and, written over in
-// place on Linux, files of a page and files of 256 KiB whose one byte changes. Repeated 50
-// times each.
+// files of 256 KiB whose every byte changes, files of a page, and files of 256 KiB whose
+// one byte changes (a change that a write in place would tear). Repeated 50 times each.
 func TestCrashWhileRewriting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: spawns and kills 150 processes")
