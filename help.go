@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -16,33 +15,34 @@ type helpRequest struct{ topic string }
 
 func (h helpRequest) Error() string { return "help requested" }
 
-// subcommand is what the help of one subcommand says: how to call it, what it does, and
-// which of the global flags it takes (its own are those of subFlags).
+// subcommand is what the help of one subcommand says: its name, how to call it, what it
+// does, and which of the global flags it takes (its own are those of subFlags). The
+// overview (-help) lists them in this order.
 type subcommand struct {
-	usage, about string
-	flags        []string
+	name, usage, about string
+	flags              []string
 }
 
 // storeFlags choose the memory a subcommand works on.
 var storeFlags = []string{"root", "backend", "lower", "dsn", "store", "mount", "mount-ro", "tenants", "tenant", "read-only"}
 
-var subcommands = map[string]subcommand{
-	"exec": {"exec JSON|-", "Runs one memory_20250818 input (JSON, or - to read it from stdin) on the memory and prints the result; the exit status is 1 for an error result.",
+var subcommands = []subcommand{
+	{"exec", "exec JSON|-", "Runs one memory_20250818 input (JSON, or - to read it from stdin) on the memory and prints the result; the exit status is 1 for an error result.",
 		append(slices.Clone(storeFlags), "max-view-chars", "max-file-bytes", "max-store-bytes", "secrets", "history")},
-	"ui": {"ui", "Serves the web page on 127.0.0.1 (a free port). The first line printed is its address with a one-time login link; run it again for a new link.",
+	{"ui", "ui", "Serves the web page on 127.0.0.1 (a free port). The first line printed is its address with a one-time login link; run it again for a new link.",
 		append(slices.Clone(storeFlags), "max-file-bytes", "max-store-bytes", "secrets", "history", "log-level")},
-	"token": {"token [NAME]", "Prints a new bearer token and the tenants-file entry that admits it (only the entry goes on the server).", nil},
-	"migrate": {"migrate", "Brings a PostgreSQL database's schema up to date (the server does so at start unless -migrate=false).",
+	{"token", "token [NAME]", "Prints a new bearer token and the tenants-file entry that admits it (only the entry goes on the server).", nil},
+	{"migrate", "migrate", "Brings a PostgreSQL database's schema up to date (the server does so at start unless -migrate=false).",
 		[]string{"backend", "dsn"}},
-	"export": {"export [-no-history] [-of MOUNT] [FILE]", "Writes the store (its files and, unless -no-history, its history) as a tar stream to FILE, or stdout.", storeFlags},
-	"import": {"import [-of MOUNT] [FILE]", "Reads a stream that export wrote (from FILE, or stdin) into an empty store of any backend: all of it or nothing, held to the limits and the secret guard.",
+	{"export", "export [-no-history] [-of MOUNT] [FILE]", "Writes the store (its files and, unless -no-history, its history) as a tar stream to FILE, or stdout.", storeFlags},
+	{"import", "import [-of MOUNT] [FILE]", "Reads a stream that export wrote (from FILE, or stdin) into an empty store of any backend: all of it or nothing, held to the limits and the secret guard.",
 		append(slices.Clone(storeFlags), "max-file-bytes", "max-store-bytes", "secrets")},
-	"log":  {"log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]", "Prints the history of changes, newest first, of the memory or of PATH (a file, followed back through renames, or a directory).", storeFlags},
-	"show": {"show PATH@SEQ", "Prints the content PATH had after version SEQ (see log for the numbers).", storeFlags},
-	"diff": {"diff PATH [SEQ [SEQ]]", "Prints a unified diff of PATH's last change, of the change version SEQ made to it, or between two versions.", storeFlags},
-	"restore": {"restore PATH@SEQ | restore -at TIME [PATH]", "Puts PATH (a file or a directory; with -at and no PATH, the whole memory) back as it was after version SEQ or at TIME. The restore is a new version: undo it with restore too.",
+	{"log", "log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]", "Prints the history of changes, newest first, of the memory or of PATH (a file, followed back through renames, or a directory).", storeFlags},
+	{"show", "show PATH@SEQ", "Prints the content PATH had after version SEQ (see log for the numbers).", storeFlags},
+	{"diff", "diff PATH [SEQ [SEQ]]", "Prints a unified diff of PATH's last change, of the change version SEQ made to it, or between two versions.", storeFlags},
+	{"restore", "restore PATH@SEQ | restore -at TIME [PATH]", "Puts PATH (a file or a directory; with -at and no PATH, the whole memory) back as it was after version SEQ or at TIME. The restore is a new version: undo it with restore too.",
 		append(slices.Clone(storeFlags), "max-file-bytes", "max-store-bytes")},
-	"redact": {"redact PATH@SEQ", "Purges the content PATH had after version SEQ from the history, wherever a version holds it (a file that still holds it must be changed first).", storeFlags},
+	{"redact", "redact PATH@SEQ", "Purges the content PATH had after version SEQ from the history, wherever a version holds it (a file that still holds it must be changed first).", storeFlags},
 }
 
 // printHelp prints the usage of topic: a subcommand, or the whole command for "".
@@ -51,10 +51,16 @@ func printHelp(w io.Writer, topic string) error {
 		printUsage(w)
 		return nil
 	}
-	sc, ok := subcommands[topic]
-	if !ok {
-		return usageError{fmt.Sprintf("no help on %q: the commands are %s", topic, strings.Join(slices.Sorted(maps.Keys(subcommands)), ", "))}
+	i := slices.IndexFunc(subcommands, func(sc subcommand) bool { return sc.name == topic })
+	if i < 0 {
+		var names []string
+		for _, sc := range subcommands {
+			names = append(names, sc.name)
+		}
+		slices.Sort(names)
+		return usageError{fmt.Sprintf("no help on %q: the commands are %s", topic, strings.Join(names, ", "))}
 	}
+	sc := subcommands[i]
 	fmt.Fprintf(w, "Usage: memory-mcp [flags] %s\n\n%s\n", sc.usage, sc.about)
 	own := (&subFlags{}).flags(topic)
 	global := newFlags(&config{})
@@ -182,26 +188,14 @@ func printUsage(w io.Writer) {
 	fmt.Fprint(w, `memory-mcp: Anthropic's memory tool (memory_20250818) as an MCP server.
 
 Usage:
-  memory-mcp [flags]               serve (stdio by default)
-  memory-mcp [flags] exec JSON|-   run one memory_20250818 input, print the result (exit 1 on an error result)
-  memory-mcp [flags] ui            serve the web page on 127.0.0.1 (a free port); the first line
-                                   printed is its address with a one-time login token
-  memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
-  memory-mcp -backend postgres -dsn URL migrate
-                                   bring the database's schema up to date
-  memory-mcp [flags] export [-no-history] [FILE]
-                                   write the store (files and history) as a tar stream to FILE or stdout
-  memory-mcp [flags] import [FILE] read such a stream into an empty store (of any backend)
-  memory-mcp [flags] log [-since T] [-until T] [-actor A] [-n N] [-json] [PATH]
-                                   the history of changes, newest first
-  memory-mcp [flags] show PATH@SEQ the content of PATH after version SEQ
-  memory-mcp [flags] diff PATH [SEQ [SEQ]]
-                                   unified diff of PATH's last change, of version SEQ, or between two
-  memory-mcp [flags] restore PATH@SEQ | restore -at TIME [PATH]
-                                   put PATH (a file or directory) back as it was; undo with restore too
-  memory-mcp [flags] redact PATH@SEQ
-                                   purge that version's content from the history
-  memory-mcp help [COMMAND]        this help, or a command's own (also: memory-mcp COMMAND -help)
+  memory-mcp [flags]
+        Serves the memory over -transport (stdio by default) until the client goes.
+`)
+	for _, sc := range subcommands {
+		fmt.Fprintf(w, "  memory-mcp [flags] %s\n        %s\n", sc.usage, sc.about)
+	}
+	fmt.Fprint(w, `  memory-mcp help [COMMAND]
+        This help, or a command's own (also: memory-mcp COMMAND -help).
 
 Flags (each also settable as MEMORY_MCP_<FLAG>, e.g. MEMORY_MCP_MAX_VIEW_CHARS):
 `)

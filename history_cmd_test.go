@@ -333,7 +333,7 @@ func TestSubcommandHelp(t *testing.T) {
 		{[]string{"ui", "-h"}, []string{"Usage: memory-mcp [flags] ui\n", "-root string"}, []string{"-transport", "-addr"}},
 		{[]string{"token", "-help"}, []string{"Usage: memory-mcp [flags] token [NAME]"}, []string{"token:", "-root"}},
 		{[]string{"restore", "-help"}, []string{"-at string", "a duration ago (10m)"}, []string{"-since"}},
-		{[]string{"help"}, []string{"Usage:\n  memory-mcp [flags]", "-transport string"}, nil},
+		{[]string{"help"}, []string{"Usage:\n  memory-mcp [flags]", "-transport string", "memory-mcp [flags] export [-no-history] [-of MOUNT] [FILE]\n"}, nil},
 	} {
 		code, out, errOut := cli(t, tc.args...)
 		if code != 0 || errOut != "" {

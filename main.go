@@ -1,21 +1,9 @@
 // Command memory-mcp serves Anthropic's memory tool (memory_20250818) over the Model
 // Context Protocol: a /memories directory the model reads and edits with six commands,
-// kept on disk, in memory, or in a copy-on-write overlay, behind a jail.
-//
-// Usage:
-//
-//	memory-mcp [flags]               serve (stdio by default)
-//	memory-mcp [flags] exec JSON|-   run one memory_20250818 input and print the result
-//	memory-mcp token [NAME]          print a new bearer token and its tenants-file entry
-//	memory-mcp -backend postgres -dsn URL migrate
-//	memory-mcp [flags] export [-no-history] [FILE], import [FILE]
-//	                                 move a store between backends as a tar stream
-//	memory-mcp [flags] log [PATH]    the history of changes, newest first
-//	memory-mcp [flags] show PATH@SEQ, diff PATH [SEQ [SEQ]], restore PATH@SEQ | -at TIME [PATH],
-//	                   redact PATH@SEQ
-//
-// Every flag can also be set as MEMORY_MCP_<FLAG> (upper case, "-" as "_"); a flag on the
-// command line wins. Run memory-mcp -help for the list.
+// kept on disk, in memory, in a copy-on-write overlay or in PostgreSQL, behind a jail. Its
+// subcommands run one command, serve the web page, and read, restore, export and import
+// the memory and its history. Run memory-mcp -help for the commands and flags (help.go);
+// every flag can also be set as MEMORY_MCP_<FLAG>, and a flag on the command line wins.
 package main
 
 import (
