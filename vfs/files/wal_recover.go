@@ -242,7 +242,7 @@ type recoveryState struct {
 // reconcile compares every file with the state the versions vs leave it in and returns,
 // for each that differs, a version that records what the file holds (command "recover",
 // one number after the last of vs), its content kept. A path whose content was redacted
-// is not compared.
+// is not compared, and a name no path may hold is not recorded.
 func (ht *historyTx) reconcile(h *fileHistory, vs []vfs.Version) ([]vfs.Version, error) {
 	state := map[string]contentRef{}
 	var seq uint64
@@ -272,6 +272,11 @@ func (ht *historyTx) reconcile(h *fileHistory, vs []vfs.Version) ([]vfs.Version,
 	seen := map[string]bool{}
 	for _, name := range names {
 		p := vfs.Root + "/" + name
+		if _, err := vfs.Resolve(p); err != nil {
+			// A name made outside memory-mcp that no path may hold: a version of it could
+			// be neither undone nor imported, so it is left alone, as every command does.
+			continue
+		}
 		data, err := readAll(ht.fs(), name)
 		if err != nil {
 			continue // gone or not a regular file since the walk

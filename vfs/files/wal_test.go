@@ -280,6 +280,56 @@ func TestWALEdgeCases(t *testing.T) {
 	}
 }
 
+// Recovery records the files edited by hand since the crash, but not those whose names no
+// path may hold (made outside memory-mcp): a version of one could not be imported, and the
+// store's export would no longer import anywhere.
+func TestWALRecoveryLeavesNamesNoPathCanHold(t *testing.T) {
+	needWAL(t)
+	dir := t.TempDir()
+	s, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("by memory-mcp"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(filepath.Join(dir, walName))
+	s.Close()
+	os.WriteFile(filepath.Join(dir, walName), asOtherBoot(t, wal), 0o600)
+	os.WriteFile(filepath.Join(dir, "a.md"), []byte("by hand"), 0o600)
+	bad := []string{"new\nline.md", "not-utf8-\xff.md"}
+	for _, name := range bad {
+		os.WriteFile(filepath.Join(dir, name), []byte("by hand"), 0o600)
+	}
+	r, err := OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for _, v := range versionsOf(t, r) {
+		got = append(got, fmt.Sprintf("%s %s %s", v.Command, v.Kind, v.Path))
+	}
+	if want := []string{"update created /memories/a.md", "recover modified /memories/a.md"}; !slices.Equal(got, want) {
+		t.Errorf("versions after recovery:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, name := range bad {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); string(b) != "by hand" {
+			t.Errorf("%q after recovery: %q, %v", name, b, err)
+		}
+	}
+	var out bytes.Buffer
+	if err := r.Export(ctx, &out, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMemoryStore().Import(ctx, &out, vfs.ImportLimits{}); err != nil {
+		t.Errorf("the recovered store's export does not import: %v", err)
+	}
+}
+
 // A store opened without history after a machine crash still recovers what the log holds.
 func TestWALRecoversWithHistoryOff(t *testing.T) {
 	needWAL(t)
