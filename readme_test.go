@@ -72,3 +72,23 @@ func TestReadmeClientConfigs(t *testing.T) {
 		t.Errorf("only %d client configurations found in the README", entries)
 	}
 }
+
+// The Go the README asks for is the one go.mod requires: an older one would fetch another
+// toolchain, or with GOTOOLCHAIN=local refuse to build.
+func TestReadmeGoVersion(t *testing.T) {
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	if want := "You need Go " + string(m[1]) + " or newer."; !strings.Contains(string(readme), want) {
+		t.Errorf("the README does not say %q", want)
+	}
+}
