@@ -197,6 +197,7 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 			if b, _ := os.ReadFile(filepath.Join(disk, walName)); len(b) != 0 {
 				t.Errorf("the log was not emptied by recovery: %d bytes", len(b))
 			}
+			exportImports(t, r)
 			// The history goes on from where it was.
 			if err := r.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/e.md"), []byte("e")) }); err != nil {
 				t.Fatal(err)
@@ -321,13 +322,7 @@ func TestWALRecoveryLeavesNamesNoPathCanHold(t *testing.T) {
 			t.Errorf("%q after recovery: %q, %v", name, b, err)
 		}
 	}
-	var out bytes.Buffer
-	if err := r.Export(ctx, &out, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewMemoryStore().Import(ctx, &out, vfs.ImportLimits{}); err != nil {
-		t.Errorf("the recovered store's export does not import: %v", err)
-	}
+	exportImports(t, r)
 }
 
 // A store opened without history after a machine crash still recovers what the log holds.
@@ -476,6 +471,7 @@ func TestWALRecoversLostRecords(t *testing.T) {
 			if b, _ := os.ReadFile(filepath.Join(disk, walName)); len(b) != 0 {
 				t.Errorf("the log was not emptied by recovery: %d bytes", len(b))
 			}
+			exportImports(t, r)
 		})
 	}
 }
@@ -674,6 +670,19 @@ func asOtherBoot(t *testing.T, wal []byte) []byte {
 		t.Fatalf("the log does not name this boot: %.200q", wal)
 	}
 	return bytes.Replace(wal, boot, []byte(`"boot":"an earlier boot"`), 1)
+}
+
+// exportImports fails the test unless s exports and the stream imports into a new store:
+// what recovery recorded is a history like any other.
+func exportImports(t *testing.T, s *vfs.Store) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := s.Export(context.Background(), &out, true); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	if _, err := NewMemoryStore().Import(context.Background(), &out, vfs.ImportLimits{}); err != nil {
+		t.Errorf("the recovered store's export does not import: %v", err)
+	}
 }
 
 // checkpointNow runs a checkpoint of s's write-ahead log.
