@@ -507,3 +507,48 @@ func TestNamesNoPathCanHold(t *testing.T) {
 		t.Errorf("import of the export: %+v, %v", got, err)
 	}
 }
+
+// A file made outside memory-mcp so deep that its path is longer than any path may be
+// (every name in it valid) is left out of resources and exports, like a name no path may
+// hold: an export holding it would not import at all.
+func TestPathsTooLongToName(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "ok.md"), []byte("x\n"), 0o600)
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	name := strings.Repeat("d", 250)
+	for depth := range vfs.MaxPathBytes/len(name) + 1 {
+		sub := strings.Repeat(name+"/", depth) + name
+		if err := r.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.WriteFile(strings.Repeat(name+"/", vfs.MaxPathBytes/len(name)+1)+"deep.md", []byte("deep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := handlers.New(st, handlers.DefaultLimits())
+	ctx := context.Background()
+	var paths []string
+	list, err := h.FileList(ctx)
+	for _, f := range list {
+		paths = append(paths, f.Path)
+	}
+	if err != nil || strings.Join(paths, " ") != "/memories/ok.md" {
+		t.Errorf("file list: %q, %v", paths, err)
+	}
+	var tar bytes.Buffer
+	if err := st.Export(ctx, &tar, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := files.NewMemoryStore().Import(ctx, &tar, vfs.ImportLimits{}); err != nil || got.Files != 1 {
+		t.Errorf("import of the export: %+v, %v", got, err)
+	}
+}

@@ -78,10 +78,10 @@ func (s *Store) Export(ctx context.Context, w io.Writer, withHistory bool) error
 				return err
 			}
 			for _, e := range entries {
-				if !ValidName(e.Name) {
+				p := dir.Join(e.Name)
+				if !ValidName(e.Name) || len(p.String()) > MaxPathBytes {
 					continue // made outside memory-mcp: no import could name it
 				}
-				p := dir.Join(e.Name)
 				switch e.Kind {
 				case KindDir:
 					err = walk(p)
