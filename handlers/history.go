@@ -453,6 +453,16 @@ func (h *Memory) planRestore(tx *vfs.Tx, p vfs.Path, seq uint64, want map[string
 			writes = append(writes, restoreStep{p: vp, data: old, old: int64(len(data)), now: exists, dir: dirInTheWay})
 		}
 	}
+	// Two files the history has at once, one where the other's directory must be: edits by
+	// hand it never saw (a directory made where a file had been) leave it so. Nothing is
+	// restored, rather than the first of them.
+	for _, s := range writes {
+		for d := s.p.Parent(); !d.IsRoot(); d = d.Parent() {
+			if w := want[d.String()]; w.Exists {
+				return nil, nil, refuse("%s cannot be restored: the history has %s as a file after version %d too, where its directory must be (an edit made outside memory-mcp that the history did not see)", s.p, d, seq)
+			}
+		}
+	}
 	if len(deletes)+len(writes) == 0 {
 		return nil, nil, nil
 	}

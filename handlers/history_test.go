@@ -355,3 +355,41 @@ func TestPrunedHistoryDoesNotGuess(t *testing.T) {
 		t.Errorf("after the restore to version 2: %q, %v", data, err)
 	}
 }
+
+// A history that has a file where another file's directory must be, after one version (a
+// directory made by hand where a file had been, which the history never saw), refuses a
+// restore to that version with the two paths, and changes nothing, rather than restore the
+// first and fail on the second.
+func TestRestoreOfAFileAndAFileBelowIt(t *testing.T) {
+	dir := t.TempDir()
+	st, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := handlers.New(st, handlers.DefaultLimits())
+	ctx := context.Background()
+	exec := func(in map[string]any) {
+		t.Helper()
+		if res := h.Exec(ctx, in); res.IsError {
+			t.Fatalf("%v: %s", in, res.Text)
+		}
+	}
+	exec(map[string]any{"command": "create", "path": "/memories/d/e", "file_text": "a file\n"}) // 1
+	exec(map[string]any{"command": "delete", "path": "/memories/d"})                           // 2
+	os.MkdirAll(filepath.Join(dir, "d", "e"), 0o700)
+	os.WriteFile(filepath.Join(dir, "d", "e", "c.md"), []byte("by hand\n"), 0o600)
+	exec(map[string]any{"command": "delete", "path": "/memories/d"}) // 3: c.md as it was before
+	before := filesOf(t, h)
+	_, err = h.Restore(ctx, "/memories", 1)
+	want := "/memories/d/e/c.md cannot be restored: the history has /memories/d/e as a file after version 1 too, where its directory must be (an edit made outside memory-mcp that the history did not see)"
+	if err == nil || err.Error() != want {
+		t.Errorf("restore: %v\nwant: %s", err, want)
+	}
+	if after := filesOf(t, h); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the refused restore changed the memory: %v, was %v", after, before)
+	}
+	if vs, _ := h.Log(ctx, handlers.LogQuery{}); len(vs) != 3 {
+		t.Errorf("the refused restore made versions: %+v", vs)
+	}
+}

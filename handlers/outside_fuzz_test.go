@@ -21,7 +21,8 @@ import (
 // (edits by hand included), show gives what each version left, a restore puts back what each
 // file held before the next version changed it, and a restore is undone by a restore
 // to the version before it, edits by hand included. Ops are the model's commands and edits
-// by hand (op%8 >= 5) on a few paths that may be files or directories.
+// by hand (op%8 >= 5) on a few paths that may be files or directories; one write by hand in
+// four writes a file whose name no path may hold.
 func FuzzOutsideEdits(f *testing.F) {
 	f.Add([]byte{0, 5, 1, 6, 8, 2, 21, 11, 13}, uint8(1), false)
 	f.Add([]byte{8, 5, 16, 4, 13, 3, 17, 8, 14}, uint8(0), true)
@@ -67,8 +68,14 @@ func FuzzOutsideEdits(f *testing.F) {
 			case 4:
 				res = h.Exec(ctx, map[string]any{"command": "insert", "path": p, "insert_line": 0, "insert_text": "by the model"})
 			case 5, 6:
-				os.MkdirAll(filepath.Dir(host(p)), 0o700)
-				os.WriteFile(host(p), []byte("by hand "+text), 0o600)
+				name := host(p)
+				if op%16 == 14 {
+					// A name no path may hold beside it: every command, restore and
+					// export leaves it alone, or refuses.
+					name = filepath.Join(filepath.Dir(name), "by\nhand")
+				}
+				os.MkdirAll(filepath.Dir(name), 0o700)
+				os.WriteFile(name, []byte("by hand "+text), 0o600)
 				continue
 			case 7:
 				os.RemoveAll(host(p))
