@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -54,7 +55,8 @@ func FuzzOverlay(f *testing.F) {
 		t.Cleanup(func() { overlay.Close() })
 		m := files.NewMemFs()
 		writeAferoTree(t, m, seed)
-		ref := handlers.New(vfs.NewStore(files.NewAferoStorage(m, vfs.WithHistory(cfg))), handlers.DefaultLimits())
+		refStore := vfs.NewStore(files.NewAferoStorage(m, vfs.WithHistory(cfg)))
+		ref := handlers.New(refStore, handlers.DefaultLimits())
 		same := func(what string, got, want any) {
 			if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
 				t.Fatalf("%s:\noverlay: %s\n memory: %s", what, g, w)
@@ -93,6 +95,15 @@ func FuzzOverlay(f *testing.F) {
 		l1, err1 := ov.Log(ctx, handlers.LogQuery{})
 		l2, err2 := ref.Log(ctx, handlers.LogQuery{})
 		same("log", []any{l1, err1}, []any{l2, err2})
+		// The same store exports to the same bytes on either, and the stream imports.
+		var e1, e2 bytes.Buffer
+		err1, err2 = overlay.Export(ctx, &e1, true), refStore.Export(ctx, &e2, true)
+		if err1 != nil || err2 != nil || !bytes.Equal(e1.Bytes(), e2.Bytes()) {
+			t.Fatalf("exports differ (%v, %v)", err1, err2)
+		}
+		if _, err := files.NewMemoryStore().Import(ctx, &e1, vfs.ImportLimits{}); err != nil {
+			t.Fatalf("the export does not import: %v", err)
+		}
 	})
 }
 
