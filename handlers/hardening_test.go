@@ -456,23 +456,14 @@ func TestNamesNoPathCanHold(t *testing.T) {
 		seed[name] = []byte("x\n")
 	}
 	writeHostTree(t, dir, seed)
-	st, err := files.OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openOS(t, dir)
 	h := handlers.New(st, handlers.DefaultLimits())
 	ctx := context.Background()
 	want := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n4B\t/memories\n2B\t/memories/d/\n2B\t/memories/d/ok.md\n2B\t/memories/ok.md"
 	if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}); res.Text != want {
 		t.Errorf("listing:\n%s\nwant:\n%s", res.Text, want)
 	}
-	var paths []string
-	list, err := h.FileList(ctx)
-	for _, f := range list {
-		paths = append(paths, f.Path)
-	}
-	if err != nil || strings.Join(paths, " ") != "/memories/d/ok.md /memories/ok.md" {
+	if paths, err := listedPaths(h); err != nil || paths != "/memories/d/ok.md /memories/ok.md" {
 		t.Errorf("file list: %q, %v", paths, err)
 	}
 	tree, _, err := h.Files(ctx)
@@ -529,19 +520,10 @@ func TestPathsTooLongToName(t *testing.T) {
 	if err := r.WriteFile(strings.Repeat(name+"/", vfs.MaxPathBytes/len(name)+1)+"deep.md", []byte("deep\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := files.OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openOS(t, dir)
 	h := handlers.New(st, handlers.DefaultLimits())
 	ctx := context.Background()
-	var paths []string
-	list, err := h.FileList(ctx)
-	for _, f := range list {
-		paths = append(paths, f.Path)
-	}
-	if err != nil || strings.Join(paths, " ") != "/memories/ok.md" {
+	if paths, err := listedPaths(h); err != nil || paths != "/memories/ok.md" {
 		t.Errorf("file list: %q, %v", paths, err)
 	}
 	var tar bytes.Buffer
@@ -551,4 +533,14 @@ func TestPathsTooLongToName(t *testing.T) {
 	if got, err := files.NewMemoryStore().Import(ctx, &tar, vfs.ImportLimits{}); err != nil || got.Files != 1 {
 		t.Errorf("import of the export: %+v, %v", got, err)
 	}
+}
+
+// listedPaths is the paths of the memory's file list (its resources), in order.
+func listedPaths(h *handlers.Memory) (string, error) {
+	list, err := h.FileList(context.Background())
+	var paths []string
+	for _, f := range list {
+		paths = append(paths, f.Path)
+	}
+	return strings.Join(paths, " "), err
 }

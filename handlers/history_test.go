@@ -362,12 +362,7 @@ func TestPrunedHistoryDoesNotGuess(t *testing.T) {
 // first and fail on the second.
 func TestRestoreOfAFileAndAFileBelowIt(t *testing.T) {
 	dir := t.TempDir()
-	st, err := files.OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	h := handlers.New(st, handlers.DefaultLimits())
+	h := handlers.New(openOS(t, dir), handlers.DefaultLimits())
 	ctx := context.Background()
 	exec := func(in map[string]any) {
 		t.Helper()
@@ -376,12 +371,12 @@ func TestRestoreOfAFileAndAFileBelowIt(t *testing.T) {
 		}
 	}
 	exec(map[string]any{"command": "create", "path": "/memories/d/e", "file_text": "a file\n"}) // 1
-	exec(map[string]any{"command": "delete", "path": "/memories/d"})                           // 2
+	exec(map[string]any{"command": "delete", "path": "/memories/d"})                            // 2
 	os.MkdirAll(filepath.Join(dir, "d", "e"), 0o700)
 	os.WriteFile(filepath.Join(dir, "d", "e", "c.md"), []byte("by hand\n"), 0o600)
 	exec(map[string]any{"command": "delete", "path": "/memories/d"}) // 3: c.md as it was before
 	before := filesOf(t, h)
-	_, err = h.Restore(ctx, "/memories", 1)
+	_, err := h.Restore(ctx, "/memories", 1)
 	want := "/memories/d/e/c.md cannot be restored: the history has /memories/d/e as a file after version 1 too, where its directory must be (an edit made outside memory-mcp that the history did not see)"
 	if err == nil || err.Error() != want {
 		t.Errorf("restore: %v\nwant: %s", err, want)
