@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"regexp"
@@ -100,5 +101,14 @@ func FuzzMounts(f *testing.F) {
 		l1, err1 := main.Log(ctx, handlers.LogQuery{Path: "/memories/team"})
 		l2, err2 := alone.Log(ctx, handlers.LogQuery{})
 		same("log", []any{l1, err1}, []any{l2, err2})
+		// The mounted store is the same store: it exports to the same bytes, which import.
+		var e1, e2 bytes.Buffer
+		err1, err2 = team.Store().Export(ctx, &e1, true), alone.Store().Export(ctx, &e2, true)
+		if err1 != nil || err2 != nil || !bytes.Equal(e1.Bytes(), e2.Bytes()) {
+			t.Fatalf("exports differ (%v, %v)", err1, err2)
+		}
+		if _, err := files.NewMemoryStore().Import(ctx, &e1, vfs.ImportLimits{}); err != nil {
+			t.Fatalf("the export does not import: %v", err)
+		}
 	})
 }
