@@ -68,23 +68,6 @@ func NewAferoStorage(fsys FS, opts ...vfs.Option) *AferoStorage {
 // rather than each by flushing its own files.
 func (s *AferoStorage) walOn() bool { return s.history != nil && s.history.wal != nil }
 
-// writeFile writes data to name atomically, by a rename over it (docs/behaviour.md §6):
-// flushed unless the write-ahead log records the change.
-func (s *AferoStorage) writeFile(name string, data []byte, noReplace bool) error {
-	if s.walOn() {
-		return s.history.wal.fs.WriteFileUnsynced(name, data, noReplace)
-	}
-	return s.fs.WriteFileAtomic(name, data, noReplace)
-}
-
-// syncDir flushes a directory unless the write-ahead log records the change.
-func (s *AferoStorage) syncDir(name string) error {
-	if s.walOn() {
-		return nil
-	}
-	return s.fs.SyncDir(name)
-}
-
 // maxReaders is the weight of a writer: more readers than this never run at once.
 const maxReaders = 1 << 20
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
@@ -67,6 +68,31 @@ func (tx *aferoTx) end(failed bool) error {
 		return vfs.ErrChangesKept
 	}
 	return nil
+}
+
+// logged reports whether a record of the write-ahead log covers the operation under way
+// (the history was told of it, and not yet of its outcome): its files are then written
+// without a flush, the record's flush making the change durable. Anything else (what an
+// import writes, a directory removed empty) flushes itself.
+func (tx *aferoTx) logged() bool {
+	return tx.s.walOn() && tx.hist != nil && len(tx.hist.group) > 0
+}
+
+// writeFile writes data to name atomically, by a rename over it (docs/behaviour.md §6):
+// flushed unless a record covers it (see logged).
+func (tx *aferoTx) writeFile(name string, data []byte, noReplace bool) error {
+	if tx.logged() {
+		return tx.s.history.wal.fs.WriteFileUnsynced(name, data, noReplace)
+	}
+	return tx.s.fs.WriteFileAtomic(name, data, noReplace)
+}
+
+// syncDir flushes a directory unless a record covers the change (see logged).
+func (tx *aferoTx) syncDir(name string) error {
+	if tx.logged() {
+		return nil
+	}
+	return tx.s.fs.SyncDir(name)
 }
 
 // Durable returns, after Commit or Rollback, once what the transaction did and saw is
@@ -238,7 +264,7 @@ func (tx *aferoTx) WriteFile(ctx context.Context, p vfs.Path, data []byte) error
 			was = fi.Size()
 		}
 	}
-	if err := tx.s.writeFile(p.Name(), data, false); err != nil {
+	if err := tx.writeFile(p.Name(), data, false); err != nil {
 		return err
 	}
 	tx.s.addUsage(int64(len(data)) - was)
@@ -256,7 +282,7 @@ func (tx *aferoTx) CreateFile(ctx context.Context, p vfs.Path, data []byte) erro
 	if err != nil {
 		return err
 	}
-	if err := tx.s.writeFile(p.Name(), data, true); err != nil {
+	if err := tx.writeFile(p.Name(), data, true); err != nil {
 		undo()
 		return err
 	}
@@ -287,6 +313,14 @@ func (tx *aferoTx) mkdirParents(p vfs.Path) (undo func(), err error) {
 		undo()
 		return nil, err
 	}
+	// Each directory made lasts in its parent; the file written in the deepest flushes that
+	// one.
+	for _, name := range missing {
+		if err := tx.syncDir(path.Dir(name)); err != nil {
+			undo()
+			return nil, err
+		}
+	}
 	return undo, nil
 }
 
@@ -304,7 +338,7 @@ func (tx *aferoTx) RemoveAll(ctx context.Context, p vfs.Path) error {
 	}
 	tx.s.addUsage(-size)
 	tx.forget(p.Name())
-	return tx.s.syncDir(p.Parent().Name())
+	return tx.syncDir(p.Parent().Name())
 }
 
 // RemoveDir deletes the directory at p if nothing is in it.
@@ -315,7 +349,7 @@ func (tx *aferoTx) RemoveDir(ctx context.Context, p vfs.Path) error {
 	if err := tx.s.fs.Remove(p.Name()); err != nil {
 		return err
 	}
-	return tx.s.syncDir(p.Parent().Name())
+	return tx.syncDir(p.Parent().Name())
 }
 
 // Rename moves oldp to newp, creating missing parents of newp. It fails with fs.ErrExist if
@@ -334,11 +368,11 @@ func (tx *aferoTx) Rename(ctx context.Context, oldp, newp vfs.Path) error {
 		return err
 	}
 	tx.move(oldp.Name(), newp.Name())
-	if err := tx.s.syncDir(oldp.Parent().Name()); err != nil {
+	if err := tx.syncDir(oldp.Parent().Name()); err != nil {
 		return err
 	}
 	if newp.Parent() == oldp.Parent() {
 		return nil // one directory: flushed once
 	}
-	return tx.s.syncDir(newp.Parent().Name())
+	return tx.syncDir(newp.Parent().Name())
 }

@@ -94,18 +94,19 @@ func (tx *aferoTx) History() vfs.History {
 
 // historyTx is the history as one transaction of an AferoStorage uses it.
 type historyTx struct {
-	tx      *aferoTx
-	seq     uint64
-	time    time.Time
-	group   []vfs.Version // announced by Record, until Settle
-	groupID uint64
-	kept    []walContent // contents Keep wrote since the last Record, for its log record
-	wrote   bool         // something was appended: pruning may be due at commit
-	log     afero.File   // the log, as the transaction's first append opened it (see appendLines)
-	logKept *keptFile    // what keeps log between changes (nil: closed at the end)
-	dir     os.FileInfo  // the history directory's status, read once (see dirStatus)
-	dirErr  error
-	dirRead bool
+	tx        *aferoTx
+	seq       uint64
+	time      time.Time
+	group     []vfs.Version // announced by Record, until Settle
+	groupID   uint64
+	kept      []walContent // contents Keep wrote since the last Record, for its log record,
+	keptBytes int64        // and their bytes together
+	wrote     bool         // something was appended: pruning may be due at commit
+	log       afero.File   // the log, as the transaction's first append opened it (see appendLines)
+	logKept   *keptFile    // what keeps log between changes (nil: closed at the end)
+	dir       os.FileInfo  // the history directory's status, read once (see dirStatus)
+	dirErr    error
+	dirRead   bool
 }
 
 // dirStatus returns the status of the history's directory, read at the transaction's
@@ -175,12 +176,14 @@ func (ht *historyTx) Keep(ctx context.Context, d vfs.Digest, data []byte) (err e
 	if _, err := ht.fs().Stat(objectName(d)); err == nil {
 		return nil
 	}
+	// Not flushed when the next record carries the content, up to walCarryMax bytes of
+	// them: beyond (a large delete, an import), each is flushed on its own.
+	carry := h.wal != nil && ht.keptBytes+int64(len(data)) <= walCarryMax
 	write := func() error {
 		if err := ht.makeDirs(h); err != nil {
 			return err
 		}
-		if h.wal != nil {
-			// Not flushed: the next record carries the content.
+		if carry {
 			return h.wal.fs.WriteFileUnsynced(objectName(d), data, true)
 		}
 		return ht.fs().WriteFileAtomic(objectName(d), data, true)
@@ -193,8 +196,9 @@ func (ht *historyTx) Keep(ctx context.Context, d vfs.Digest, data []byte) (err e
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if h.wal != nil && err == nil {
+	if carry && err == nil {
 		ht.kept = append(ht.kept, walContent{D: d, B: data})
+		ht.keptBytes += int64(len(data))
 	}
 	return nil
 }
@@ -228,7 +232,7 @@ func (ht *historyTx) Record(ctx context.Context, vs []vfs.Version) (err error) {
 			h.loaded = false
 			return err
 		}
-		ht.kept = nil
+		ht.kept, ht.keptBytes = nil, 0
 	}
 	if err := ht.appendLines(h, h.wal == nil, lines...); err != nil {
 		return err
@@ -405,6 +409,24 @@ func (ht *historyTx) Import(ctx context.Context, vs []vfs.Version, pruned uint64
 	if h.lastSeq != 0 || len(ht.group) > 0 {
 		return errors.New("vfs: history: import into a history that has versions")
 	}
+	// The contents Keep left unflushed for a record: an import makes none.
+	for _, c := range ht.kept {
+		f, err := ht.fs().OpenFile(objectName(c.D), os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = syncFile(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if len(ht.kept) > 0 {
+		if err := ht.fs().SyncDir(historyObjects); err != nil {
+			return err
+		}
+	}
+	ht.kept, ht.keptBytes = nil, 0
 	h.pruned = pruned
 	return ht.rewrite(h, vs)
 }

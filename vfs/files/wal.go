@@ -46,6 +46,7 @@ const (
 	walMaxBytes = 64 << 20
 	walChunk    = 1 << 20 // the log grows by this much of zeros at a time
 	walShrink   = 4 << 20 // and a checkpoint cuts it back to one chunk past this
+	walCarryMax = 8 << 20 // the contents one record carries at most (see Keep)
 	// walMaxAge lets the system write the files back by itself first, so that the
 	// checkpoint's flush finds little left to write and holds the store's lock briefly.
 	walMaxAge = time.Minute

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -928,11 +929,146 @@ func (r *syncRecorder) OpenFile(name string, flag int, perm os.FileMode) (afero.
 	return recordedFile{f, r, name}, nil
 }
 
+// WriteFileAtomic records the file and its directory as flushed.
+func (r *syncRecorder) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	err := r.OSFs.WriteFileAtomic(name, data, noReplace)
+	if err == nil {
+		r.mu.Lock()
+		r.synced[name], r.synced[path.Dir(name)+"/"] = true, true
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// WriteFileUnsynced records the file as not flushed (again).
+func (r *syncRecorder) WriteFileUnsynced(name string, data []byte, noReplace bool) error {
+	r.mu.Lock()
+	delete(r.synced, name)
+	r.mu.Unlock()
+	return r.OSFs.WriteFileUnsynced(name, data, noReplace)
+}
+
 func (r *syncRecorder) SyncDir(name string) error {
 	r.mu.Lock()
 	r.synced[name+"/"] = true
 	r.mu.Unlock()
 	return r.OSFs.SyncDir(name)
+}
+
+// An import is durable when it returns, though no record of the write-ahead log names what
+// it wrote: its files, the directories it made (each in its parent), the history and its
+// contents are flushed by the import itself.
+func TestImportIsDurable(t *testing.T) {
+	needWAL(t)
+	osfs, err := NewOSFs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+	s := vfs.NewStore(NewAferoStorage(rec))
+	defer s.Close()
+	ctx := context.Background()
+	src := NewMemoryStore()
+	for _, fn := range []func(tx *vfs.Tx) error{
+		func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("a")) },
+		func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/x/y/z.md"), []byte("z")) },
+		func(tx *vfs.Tx) error { return tx.WriteFile(vfs.MustResolve("/memories/a.md"), []byte("a2")) },
+	} {
+		if err := src.Update(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stream bytes.Buffer
+	if err := src.Export(ctx, &stream, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, &stream, vfs.ImportLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a.md", "x/y/z.md", "./", "x/", "x/y/", historyLogName, historyObjects + "/",
+		objectName(vfs.DigestOf([]byte("a"))), objectName(vfs.DigestOf([]byte("a2"))), objectName(vfs.DigestOf([]byte("z")))}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, name := range want {
+		if !rec.synced[name] {
+			t.Errorf("the import did not flush %s; it flushed %v", name, slices.Sorted(maps.Keys(rec.synced)))
+		}
+	}
+}
+
+// Without the write-ahead log (history off here; the memory and overlay backends too), a
+// change that makes directories flushes each in its parent before it is answered: the
+// file's own flush covers only the deepest.
+func TestNewDirectoriesAreDurable(t *testing.T) {
+	osfs, err := NewOSFs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+	s := vfs.NewStore(NewAferoStorage(rec, vfs.WithHistory(vfs.HistoryConfig{Off: true})))
+	defer s.Close()
+	ctx := context.Background()
+	for _, fn := range []func(tx *vfs.Tx) error{
+		func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/x/y/z.md"), []byte("z")) },
+		func(tx *vfs.Tx) error {
+			return tx.Rename(vfs.MustResolve("/memories/x/y/z.md"), vfs.MustResolve("/memories/p/q/z.md"))
+		},
+	} {
+		if err := s.Update(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, name := range []string{"x/y/z.md", "./", "x/", "x/y/", "p/", "p/q/"} {
+		if !rec.synced[name] {
+			t.Errorf("%s was not flushed; these were: %v", name, slices.Sorted(maps.Keys(rec.synced)))
+		}
+	}
+}
+
+// A change keeps in its record at most walCarryMax bytes of the contents it keeps (a
+// directory of files made by hand, deleted); the others are flushed on their own, so that
+// neither the record nor the process's memory grows with the change.
+func TestLargeChangeFlushesWhatItsRecordCannotCarry(t *testing.T) {
+	needWAL(t)
+	osfs, err := NewOSFs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 12, 1 << 20
+	var objects []string
+	for i := range n {
+		data := bytes.Repeat([]byte{byte('a' + i)}, size)
+		os.MkdirAll(filepath.Join(osfs.dir, "d"), 0o700)
+		os.WriteFile(filepath.Join(osfs.dir, "d", fmt.Sprint(i)), data, 0o600)
+		objects = append(objects, objectName(vfs.DigestOf(data)))
+	}
+	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+	s := vfs.NewStore(NewAferoStorage(rec))
+	defer s.Close()
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.RemoveAll(vfs.MustResolve("/memories/d")) }); err != nil {
+		t.Fatal(err)
+	}
+	wal, err := os.ReadFile(filepath.Join(osfs.dir, walName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	carried := 0
+	for _, r := range scanWAL(wal).records {
+		carried += len(r.C)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	flushed := 0
+	for _, o := range objects {
+		if rec.synced[o] {
+			flushed++
+		}
+	}
+	if carried > walCarryMax/size || carried+flushed != n {
+		t.Errorf("of %d contents of %d bytes, the record carries %d and %d were flushed on their own", n, size, carried, flushed)
+	}
 }
 
 // A checkpoint empties the log only after flushing everything its records cover: each file
