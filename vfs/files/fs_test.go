@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -380,6 +382,48 @@ func TestChangesReplaceTheFile(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// A directory of the lower layer that a change copies up to the upper one (to write in it,
+// or to move it) is flushed in its parent there, as a directory made is: a file written in
+// it flushes only its own.
+func TestOverlayCopyUpIsDurable(t *testing.T) {
+	lowerDir := t.TempDir()
+	os.MkdirAll(filepath.Join(lowerDir, "d", "e"), 0o700)
+	os.WriteFile(filepath.Join(lowerDir, "d", "e", "old.md"), []byte("old"), 0o600)
+	lower, err := NewReadOnlyOSFs(lowerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upper, err := NewOSFs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &syncRecorder{OSFs: upper, synced: map[string]bool{}}
+	ov, err := NewOverlayFs(lower, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := vfs.NewStore(NewAferoStorage(ov, vfs.WithHistory(vfs.HistoryConfig{Off: true})))
+	defer s.Close()
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/d/e/x.md"), []byte("x"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A directory of the lower layer moved: copied up whole.
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		return tx.Rename(vfs.MustResolve("/memories/d"), vfs.MustResolve("/memories/m"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, name := range []string{"//", "/d/", "/d/e/", "/m/", "/m/e/"} { // in the upper layer
+		if !rec.synced[name] {
+			t.Errorf("%s was not flushed; these were: %v", name, slices.Sorted(maps.Keys(rec.synced)))
 		}
 	}
 }

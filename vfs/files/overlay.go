@@ -200,7 +200,11 @@ func (o *OverlayFs) copyUpDirs(n string) error {
 	if err := o.copyUpDirs(parent(n)); err != nil {
 		return err
 	}
-	return o.upper.Mkdir("/"+n, 0o700)
+	if err := o.upper.Mkdir("/"+n, 0o700); err != nil {
+		return err
+	}
+	// The directory made lasts in its parent: what is written in it flushes only itself.
+	return o.upper.SyncDir("/" + parent(n))
 }
 
 // copyUpFile writes the lower file at src to dst in the upper layer, atomically.
@@ -503,7 +507,7 @@ func (o *OverlayFs) copyTree(src, dst string, fi fs.FileInfo) error {
 			return err
 		}
 	}
-	return nil
+	return o.upper.SyncDir("/" + dst) // its entries last (dst itself, in its parent: the caller's)
 }
 
 // Chmod changes the mode of an entry, copying it up first.
