@@ -397,11 +397,7 @@ func TestOverlayCopyUpIsDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	upper, err := NewOSFs(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &syncRecorder{OSFs: upper, synced: map[string]bool{}}
+	rec := newSyncRecorder(t) // the upper layer
 	ov, err := NewOverlayFs(lower, rec)
 	if err != nil {
 		t.Fatal(err)

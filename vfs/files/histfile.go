@@ -409,25 +409,9 @@ func (ht *historyTx) Import(ctx context.Context, vs []vfs.Version, pruned uint64
 	if h.lastSeq != 0 || len(ht.group) > 0 {
 		return errors.New("vfs: history: import into a history that has versions")
 	}
-	// The contents Keep left unflushed for a record: an import makes none.
-	for _, c := range ht.kept {
-		f, err := ht.fs().OpenFile(objectName(c.D), os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		err = syncFile(f)
-		f.Close()
-		if err != nil {
-			return err
-		}
-	}
-	if len(ht.kept) > 0 {
-		if err := ht.fs().SyncDir(historyObjects); err != nil {
-			return err
-		}
-	}
-	ht.kept, ht.keptBytes = nil, 0
 	h.pruned = pruned
+	// The rewrite's checkpoint flushes the contents Keep left unflushed for a record: an
+	// import makes none.
 	return ht.rewrite(h, vs)
 }
 

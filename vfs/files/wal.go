@@ -483,6 +483,7 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 	if err := ht.flushLogged(); err != nil {
 		return err
 	}
+	ht.kept, ht.keptBytes = nil, 0 // flushed: no record needs to carry them
 	w.mu.Lock()
 	w.durable = max(w.durable, pos)
 	w.cond.Broadcast()
@@ -498,7 +499,8 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 
 // flushLogged makes durable what the log's records cover: every file they name, with each
 // directory from the file's up to the storage directory (for names made, moved or removed),
-// the contents they kept, and the history's log. It reads the log as recovery does, so
+// the contents they kept (and those this transaction kept for no record yet), and the
+// history's log. It reads the log as recovery does, so
 // that it covers the records of every process.
 func (ht *historyTx) flushLogged() error {
 	fsys := ht.fs()
@@ -508,6 +510,9 @@ func (ht *historyTx) flushLogged() error {
 	}
 	files := map[string]bool{historyLogName: true}
 	dirs := map[string]bool{".": true, historyDir: true, historyObjects: true}
+	for _, c := range ht.kept { // kept by this transaction for a record that has not come (an import)
+		files[objectName(c.D)] = true
+	}
 	for _, r := range scanWAL(data).records {
 		for _, c := range r.C {
 			files[objectName(c.D)] = true

@@ -902,6 +902,16 @@ func TestWALReadsWaitForTheFlush(t *testing.T) {
 }
 
 // syncRecorder is an OSFs that records which files and directories were flushed.
+// newSyncRecorder is an OS filesystem in a new directory that records what is flushed.
+func newSyncRecorder(t *testing.T) *syncRecorder {
+	t.Helper()
+	osfs, err := NewOSFs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+}
+
 type syncRecorder struct {
 	*OSFs
 	mu     sync.Mutex
@@ -960,11 +970,7 @@ func (r *syncRecorder) SyncDir(name string) error {
 // contents are flushed by the import itself.
 func TestImportIsDurable(t *testing.T) {
 	needWAL(t)
-	osfs, err := NewOSFs(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+	rec := newSyncRecorder(t)
 	s := vfs.NewStore(NewAferoStorage(rec))
 	defer s.Close()
 	ctx := context.Background()
@@ -1000,11 +1006,7 @@ func TestImportIsDurable(t *testing.T) {
 // change that makes directories flushes each in its parent before it is answered: the
 // file's own flush covers only the deepest.
 func TestNewDirectoriesAreDurable(t *testing.T) {
-	osfs, err := NewOSFs(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+	rec := newSyncRecorder(t)
 	s := vfs.NewStore(NewAferoStorage(rec, vfs.WithHistory(vfs.HistoryConfig{Off: true})))
 	defer s.Close()
 	ctx := context.Background()
@@ -1032,25 +1034,21 @@ func TestNewDirectoriesAreDurable(t *testing.T) {
 // neither the record nor the process's memory grows with the change.
 func TestLargeChangeFlushesWhatItsRecordCannotCarry(t *testing.T) {
 	needWAL(t)
-	osfs, err := NewOSFs(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := newSyncRecorder(t)
 	const n, size = 12, 1 << 20
 	var objects []string
 	for i := range n {
 		data := bytes.Repeat([]byte{byte('a' + i)}, size)
-		os.MkdirAll(filepath.Join(osfs.dir, "d"), 0o700)
-		os.WriteFile(filepath.Join(osfs.dir, "d", fmt.Sprint(i)), data, 0o600)
+		os.MkdirAll(filepath.Join(rec.dir, "d"), 0o700)
+		os.WriteFile(filepath.Join(rec.dir, "d", fmt.Sprint(i)), data, 0o600)
 		objects = append(objects, objectName(vfs.DigestOf(data)))
 	}
-	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
 	s := vfs.NewStore(NewAferoStorage(rec))
 	defer s.Close()
 	if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.RemoveAll(vfs.MustResolve("/memories/d")) }); err != nil {
 		t.Fatal(err)
 	}
-	wal, err := os.ReadFile(filepath.Join(osfs.dir, walName))
+	wal, err := os.ReadFile(filepath.Join(rec.dir, walName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1076,11 +1074,7 @@ func TestLargeChangeFlushesWhatItsRecordCannotCarry(t *testing.T) {
 // history's log (the files themselves were written without a flush).
 func TestCheckpointFlushesWhatTheLogNames(t *testing.T) {
 	needWAL(t)
-	osfs, err := NewOSFs(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &syncRecorder{OSFs: osfs, synced: map[string]bool{}}
+	rec := newSyncRecorder(t)
 	st := NewAferoStorage(rec)
 	s := vfs.NewStore(st)
 	defer s.Close()
@@ -1113,7 +1107,7 @@ func TestCheckpointFlushesWhatTheLogNames(t *testing.T) {
 			t.Errorf("the checkpoint did not flush %s; it flushed %v", name, slices.Sorted(maps.Keys(rec.synced)))
 		}
 	}
-	if data, err := os.ReadFile(filepath.Join(osfs.dir, walName)); err != nil || len(bytes.TrimRight(data, "\x00")) != 0 {
+	if data, err := os.ReadFile(filepath.Join(rec.dir, walName)); err != nil || len(bytes.TrimRight(data, "\x00")) != 0 {
 		t.Errorf("the log after the checkpoint holds %q (%v)", bytes.TrimRight(data, "\x00"), err)
 	}
 }
