@@ -526,6 +526,22 @@ func TestPathsTooLongToName(t *testing.T) {
 	if paths, err := listedPaths(h); err != nil || paths != "/memories/ok.md" {
 		t.Errorf("file list: %q, %v", paths, err)
 	}
+	// The page's tree and the model's listing leave it out too, and count no byte of it.
+	root, _, err := h.Files(ctx)
+	var deepest func(n handlers.FileNode) int
+	deepest = func(n handlers.FileNode) int {
+		d := len(n.Path)
+		for _, c := range n.Children {
+			d = max(d, deepest(c))
+		}
+		return d
+	}
+	if err != nil || deepest(root) > vfs.MaxPathBytes || root.Size != 2 {
+		t.Errorf("page tree: deepest path %d bytes, %d bytes in all, %v", deepest(root), root.Size, err)
+	}
+	if got := h.View(ctx, handlers.ViewArgs{Path: vfs.Root}); got.IsError || !strings.Contains(got.Text, "2B\t/memories\n") {
+		t.Errorf("listing: %+v", got)
+	}
 	var tar bytes.Buffer
 	if err := st.Export(ctx, &tar, true); err != nil {
 		t.Fatal(err)

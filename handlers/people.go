@@ -80,9 +80,6 @@ func (h *Memory) FileList(ctx context.Context) ([]FileNode, error) {
 	var out []FileNode
 	var walk func(n FileNode)
 	walk = func(n FileNode) {
-		if len(n.Path) > vfs.MaxPathBytes {
-			return // made outside memory-mcp, deeper than any path may name: no read could reach it
-		}
 		if !n.Dir {
 			out = append(out, n)
 		}

@@ -68,7 +68,8 @@ func sorted(entries []vfs.Entry) []vfs.Entry {
 // Tree describes the directory at p and everything below it: its entries down to depth
 // levels (1: the children only), and the total size of every directory at any depth. An
 // entry for which skip reports true is neither listed nor counted, nor descended into;
-// symbolic links and special files never are. The walk costs one directory open per
+// symbolic links, special files and entries deeper than any path may name (a tree made
+// outside memory-mcp) never are. The walk costs one directory open per
 // directory, whatever the depth, and gives up when the transaction's context is done.
 func (tx *aferoTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(name string) bool) (vfs.Node, error) {
 	if err := tx.enter(ctx, true, p); err != nil {
@@ -78,13 +79,14 @@ func (tx *aferoTx) Tree(ctx context.Context, p vfs.Path, depth int, skip func(na
 	if err != nil {
 		return vfs.Node{}, err
 	}
-	children, total, err := walk(ctx, d, depth, skip)
+	children, total, err := walk(ctx, d, depth, vfs.MaxPathBytes-len(p.String()), skip)
 	return vfs.Node{Name: path.Base(p.String()), Dir: true, Size: total, Children: children}, err
 }
 
 // walk returns the counted entries of the open directory d (listed to depth levels) and
-// the total size of the files below it; it closes d.
-func walk(ctx context.Context, d DirHandle, depth int, skip func(string) bool) ([]vfs.Node, int64, error) {
+// the total size of the files below it; it closes d. room is what a path may still add to
+// d's.
+func walk(ctx context.Context, d DirHandle, depth, room int, skip func(string) bool) ([]vfs.Node, int64, error) {
 	defer d.Close()
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
@@ -96,7 +98,7 @@ func walk(ctx context.Context, d DirHandle, depth int, skip func(string) bool) (
 	var nodes []vfs.Node
 	var total int64
 	for _, e := range sorted(raw) {
-		if skip(e.Name) {
+		if skip(e.Name) || 1+len(e.Name) > room {
 			continue
 		}
 		n := vfs.Node{Name: e.Name, Size: e.Size}
@@ -107,7 +109,7 @@ func walk(ctx context.Context, d DirHandle, depth int, skip func(string) bool) (
 				continue // replaced by something else since the listing: not a directory any more
 			}
 			var children []vfs.Node
-			if children, n.Size, err = walk(ctx, child, depth-1, skip); err != nil {
+			if children, n.Size, err = walk(ctx, child, depth-1, room-1-len(e.Name), skip); err != nil {
 				return nil, 0, err
 			}
 			n.Dir = true
