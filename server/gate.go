@@ -242,6 +242,9 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
 
 	listen := bytes.Contains(body, []byte(mcp.MethodSubscriptionsListen)) && method(body) == string(mcp.MethodSubscriptionsListen)
+	if listen && r.URL.Path == "/message" && !owesResponse(body) {
+		listen = false // no id, or a result: mcp-go starts no stream for it
+	}
 	if listen && r.URL.Path != "/message" {
 		g.serveStream(w, r, tenant)
 		return

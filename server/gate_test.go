@@ -564,6 +564,69 @@ func TestSSEListenStreamsEndWithTheirSession(t *testing.T) {
 	}
 }
 
+// A subscriptions/listen request that mcp-go answers at once, or never, instead of starting
+// a stream gives back the event stream it took: such requests used to hold it until their
+// session ended, so that a few malformed ones left the tenant no stream at all.
+func TestSSERefusedListensGiveTheirStreamBack(t *testing.T) {
+	lim := Limits{Requests: 64, PerTenant: 64, SmallRequests: 64, RequestBytes: 1 << 20, Streams: 2, StreamsPerTenant: 2, Pending: 8, QueuePerTenant: 1, Wait: time.Second}
+	url, s := testGate(t, HTTPOptions{Transport: "sse", Limits: lim}, nil, "")
+	resp, err := http.Get(url + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := bufio.NewReader(resp.Body)
+	endpoint := sseEndpoint(t, events)
+	// next returns the id of the next response on the stream, or the method of a notification.
+	next := func() string {
+		for {
+			line, err := events.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &msg) == nil {
+				return msg.Method + string(msg.ID)
+			}
+		}
+	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	for _, tc := range []struct{ body, answer string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":[]}`, "1"},
+		{`{"jsonrpc":"2.0","id":"two","method":"subscriptions/listen","params":{` + meta + `,"notifications":7}}`, `"two"`},
+		{`{"jsonrpc":"1.0","id":3,"method":"subscriptions/listen","params":{` + meta + `}}`, "3"},
+		{`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{}}`, "4"},
+		{`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, "5"},
+		{`{"jsonrpc":"2.0","method":"subscriptions/listen","params":{` + meta + `}}`, ""},
+		{`{"jsonrpc":"2.0","id":null,"method":"subscriptions/listen","params":{` + meta + `}}`, ""},
+		{`{"jsonrpc":"2.0","id":8,"method":"subscriptions/listen","result":{}}`, ""},
+	} {
+		if r := post(t, url+endpoint, "", "", tc.body); r.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s: status %d (the stream of a listen before was not given back)", tc.body, r.StatusCode)
+		}
+		if tc.answer != "" {
+			if got := next(); got != tc.answer {
+				t.Fatalf("%s: answered %s", tc.body, got)
+			}
+		}
+	}
+	listen := `{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{` + meta + `,"notifications":{"resourcesListChanged":true}}}`
+	if r := post(t, url+endpoint, "", "", listen); r.StatusCode != http.StatusAccepted {
+		t.Fatalf("a listen after the refused ones: status %d", r.StatusCode)
+	}
+	if got := next(); got != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("the listen: %s", got)
+	}
+	if r := post(t, url+endpoint, "", "", listen); r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a second listen, over the tenant's streams: status %d", r.StatusCode)
+	}
+	resp.Body.Close()
+	awaitNoWatches(t, s)
+}
+
 // A listen stream posted as its session ends gives its slot back at once.
 func TestSSEListenAfterTheSessionEnded(t *testing.T) {
 	st := &sseStream{pending: make(chan struct{}, 1), listens: map[*sseListen]bool{}}

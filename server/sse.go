@@ -37,7 +37,8 @@ type sseListen struct {
 	id      string          // idKey of the request's id
 	over    context.Context // done once the client cancels it or the session ends
 	cancel  context.CancelFunc
-	release func() // gives back the stream's slot; once
+	release func()      // gives back the stream's slot; once
+	started atomic.Bool // mcp-go runs it: its end gives the slot back
 }
 
 type sseListenKey struct{}
@@ -77,6 +78,32 @@ func (st *sseStream) cancel(id string) {
 	}
 }
 
+// answered gives back the slot of a stream with id that never started: mcp-go answered
+// it at once (a malformed listen, one it refused). A stream that starts after all, its
+// slot given back, ends at once.
+func (st *sseStream) answered(id string) {
+	st.mu.Lock()
+	var refused *sseListen
+	for l := range st.listens {
+		if l.id == id && !l.started.Load() {
+			refused = l
+			break
+		}
+	}
+	st.mu.Unlock()
+	if refused != nil {
+		refused.cancel()
+		refused.release()
+	}
+}
+
+// listening reports whether the session holds a listen stream.
+func (st *sseStream) listening() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.listens) > 0
+}
+
 // end closes the session: its streams end, and their slots are given back.
 func (st *sseStream) end() {
 	st.mu.Lock()
@@ -98,6 +125,7 @@ func endSSEListens(h *mcpserver.Hooks, s *Server) {
 		if !ok || id == nil {
 			return
 		}
+		l.started.Store(true)
 		stop := context.AfterFunc(l.over, func() {
 			cancel, _ := json.Marshal(mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
 				Method: string(mcp.MethodNotificationCancelled), Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id}}}})
@@ -188,8 +216,14 @@ func (w *deadlineWriter) watchSSE(b []byte) {
 		w.sse.mu.Unlock()
 		return
 	}
-	if bytes.HasPrefix(b, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":")) {
+	if rest, ok := bytes.CutPrefix(b, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":")); ok {
 		w.stream.delivered()
+		if w.stream.listening() {
+			var id json.RawMessage
+			if json.NewDecoder(bytes.NewReader(rest)).Decode(&id) == nil {
+				w.stream.answered(idKey(id))
+			}
+		}
 	}
 }
 
