@@ -1,0 +1,166 @@
+package handlers_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
+	"github.com/memory-mcp/memory-mcp/vfs/postgres"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
+)
+
+// Every backend tells the same story: whatever the model's commands, a person's writes and
+// deletes, and restores do, each answer on the os, overlay and PostgreSQL backends is the
+// one the memory backend gives, to the byte, and so are the files, the history and the
+// export after them. Each op is two bytes: what to do, and on which of a few paths (files
+// and directories that may take each other's place).
+func FuzzBackendsAgree(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 0, 10, 2, 5, 13, 0, 2, 4, 6})
+	f.Add([]byte{1, 2, 1, 4, 0, 1, 5, 26, 19, 2, 8, 4, 0, 1})
+	f.Add([]byte{1, 2, 7, 3, 12, 30, 21, 1, 4, 1, 8, 0, 0, 0})
+	f.Add([]byte{10, 2, 14, 1, 23, 4, 5, 9, 0, 3, 17, 2, 8, 2, 6, 2})
+	dsn := vfstest.PostgresDSN(f)
+	db, err := postgres.Open(context.Background(), dsn, true)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(db.Close)
+	names := []string{"a.md", "d", "d/b.md", "d/e", "d/e/c.md", "f.md"}
+	contents := []string{"alpha\nbeta\n", "", "x", "line\n\nline\n", "ünï\tcode\r\n"}
+	tokens := []string{"alpha", "beta\n", "line", "", "\n"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 48 {
+			return
+		}
+		ctx := context.Background()
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
+		ov, err := files.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ov.Close() })
+		pg, err := db.Store(ctx, vfstest.UniqueName(t), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pg.Close() })
+		stores := []*vfs.Store{files.NewMemoryStore(opts...), openOS(t, t.TempDir(), opts...), ov, pg}
+		kinds := []string{"memory", "os", "overlay", "postgres"}
+		var mems []*handlers.Memory
+		for _, st := range stores {
+			mems = append(mems, handlers.New(st, handlers.DefaultLimits()))
+		}
+		// agree runs one step on every backend and fails unless each says what the memory
+		// backend says.
+		agree := func(what string, step func(h *handlers.Memory) string) {
+			t.Helper()
+			want := step(mems[0])
+			for i, h := range mems[1:] {
+				if got := step(h); got != want {
+					t.Fatalf("%s:\n%8s: %s\n  memory: %s", what, kinds[i+1], got, want)
+				}
+			}
+		}
+		result := func(r handlers.Result) string {
+			s := fmt.Sprintf("%q error=%v code=%q", r.Text, r.IsError, r.Code)
+			if r.Batch != nil {
+				changes, _ := json.Marshal(r.Batch.Changes)
+				s += fmt.Sprintf(" version=%d %s %s", r.Batch.Version, r.Batch.Command, changes)
+			}
+			return s
+		}
+		for i := 0; i+1 < len(ops); i += 2 {
+			clock = clock.Add(time.Minute)
+			a, b := int(ops[i]), int(ops[i+1])
+			p, q := "/memories/"+names[b%len(names)], "/memories/"+names[b/len(names)%len(names)]
+			var input map[string]any
+			switch a % 10 {
+			case 0:
+				input = map[string]any{"command": "view", "path": p}
+			case 1:
+				input = map[string]any{"command": "create", "path": p, "file_text": contents[a/10%len(contents)]}
+			case 2:
+				input = map[string]any{"command": "str_replace", "path": p, "old_str": tokens[a/10%len(tokens)], "new_str": tokens[b/36%len(tokens)]}
+			case 3:
+				input = map[string]any{"command": "insert", "path": p, "insert_line": a / 10 % 4, "insert_text": "new\n"}
+			case 4:
+				input = map[string]any{"command": "delete", "path": p}
+			case 5:
+				input = map[string]any{"command": "rename", "old_path": p, "new_path": q}
+			case 6:
+				input = map[string]any{"command": "view", "path": p, "view_range": []any{a/10%3 + 1, b/36%3 - 1}}
+			}
+			if input != nil {
+				agree(fmt.Sprint(input), func(h *handlers.Memory) string { return result(h.Exec(ctx, input)) })
+				continue
+			}
+			switch a % 10 {
+			case 7:
+				data := []byte(contents[a/10%len(contents)])
+				agree("a person writes "+p, func(h *handlers.Memory) string {
+					batch, err := h.Write(ctx, p, data, nil)
+					return fmt.Sprint(batch != nil, err)
+				})
+			case 8:
+				agree("a person deletes "+p, func(h *handlers.Memory) string {
+					batch, err := h.Remove(ctx, p, nil)
+					return fmt.Sprint(batch != nil, err)
+				})
+			case 9:
+				dir := []string{"/memories", "/memories/d", p}[a/10%3]
+				seq := uint64(a / 30 % (i/2 + 1))
+				agree(fmt.Sprintf("restore %s to %d", dir, seq), func(h *handlers.Memory) string {
+					res, err := h.Restore(ctx, dir, seq)
+					return fmt.Sprintf("%+v %v", res, err)
+				})
+			}
+		}
+		agree("the files", func(h *handlers.Memory) string { return fmt.Sprint(filesOf(t, h)) })
+		agree("the listing", func(h *handlers.Memory) string {
+			return result(h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}))
+		})
+		agree("the history", func(h *handlers.Memory) string {
+			log, err := h.Log(ctx, handlers.LogQuery{})
+			for i := range log {
+				log[i].Time = log[i].Time.UTC()
+			}
+			return fmt.Sprintf("%+v %v", log, err)
+		})
+		agree("the export", func(h *handlers.Memory) string {
+			var tar bytes.Buffer
+			if err := h.Store().Export(ctx, &tar, true); err != nil {
+				return err.Error()
+			}
+			return readableTar(t, tar.Bytes())
+		})
+	})
+}
+
+// readableTar lists a tar stream's entries with their contents, or gives the stream as it
+// is where it does not read as one.
+func readableTar(t testing.TB, stream []byte) string {
+	var out strings.Builder
+	tr := tar.NewReader(bytes.NewReader(stream))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out.String()
+		}
+		data, rerr := io.ReadAll(tr)
+		if err != nil || rerr != nil {
+			return fmt.Sprintf("%q", stream)
+		}
+		fmt.Fprintf(&out, "%s %o %v: %q\n", hdr.Name, hdr.Mode, hdr.ModTime.Unix(), data)
+	}
+}
