@@ -21,8 +21,8 @@ import (
 
 // Every backend tells the same story: whatever the model's commands, a person's writes and
 // deletes, and restores do, each answer on the os, overlay and PostgreSQL backends is the
-// one the memory backend gives, to the byte, and so are the files, the history and the
-// export after them. Each op is two bytes: what to do, and on which of a few paths (files
+// one the memory backend gives, to the byte (show, diff and log included), and so are the
+// files, the history and the export after them. Each op is two bytes: what to do, and on which of a few paths (files
 // and directories that may take each other's place).
 func FuzzBackendsAgree(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 10, 2, 5, 13, 0, 2, 4, 6})
@@ -85,7 +85,7 @@ func FuzzBackendsAgree(f *testing.F) {
 			a, b := int(ops[i]), int(ops[i+1])
 			p, q := "/memories/"+names[b%len(names)], "/memories/"+names[b/len(names)%len(names)]
 			var input map[string]any
-			switch a % 10 {
+			switch a % 12 {
 			case 0:
 				input = map[string]any{"command": "view", "path": p}
 			case 1:
@@ -105,7 +105,8 @@ func FuzzBackendsAgree(f *testing.F) {
 				agree(fmt.Sprint(input), func(h *handlers.Memory) string { return result(h.Exec(ctx, input)) })
 				continue
 			}
-			switch a % 10 {
+			seq := uint64(a / 36 % (i/2 + 2))
+			switch a % 12 {
 			case 7:
 				data := []byte(contents[a/10%len(contents)])
 				agree("a person writes "+p, func(h *handlers.Memory) string {
@@ -118,10 +119,28 @@ func FuzzBackendsAgree(f *testing.F) {
 					return fmt.Sprint(batch != nil, err)
 				})
 			case 9:
-				dir := []string{"/memories", "/memories/d", p}[a/10%3]
-				seq := uint64(a / 30 % (i/2 + 1))
+				dir := []string{"/memories", "/memories/d", p}[a/12%3]
 				agree(fmt.Sprintf("restore %s to %d", dir, seq), func(h *handlers.Memory) string {
 					res, err := h.Restore(ctx, dir, seq)
+					return fmt.Sprintf("%+v %v", res, err)
+				})
+			case 10:
+				agree(fmt.Sprintf("show %s@%d", p, seq), func(h *handlers.Memory) string {
+					data, err := h.Show(ctx, p, seq)
+					return fmt.Sprintf("%q %v", data, err)
+				})
+				agree("the log of "+p, func(h *handlers.Memory) string {
+					log, err := h.Log(ctx, handlers.LogQuery{Path: p})
+					return fmt.Sprintf("%d %v", len(log), err)
+				})
+			case 11:
+				agree(fmt.Sprintf("diff %s %d", p, seq), func(h *handlers.Memory) string {
+					diff, err := h.Diff(ctx, p, seq)
+					return fmt.Sprintf("%q %v", diff, err)
+				})
+				at := clock.Add(-time.Duration(b) * time.Minute / 4)
+				agree(fmt.Sprintf("restore %s to %v", p, at), func(h *handlers.Memory) string {
+					res, err := h.RestoreAt(ctx, p, at)
 					return fmt.Sprintf("%+v %v", res, err)
 				})
 			}
