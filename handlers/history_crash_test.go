@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -83,6 +84,80 @@ func TestHistoryCrashConsistency(t *testing.T) {
 	t.Logf("versions after 50 kills: %d", changes)
 	if changes < 100 {
 		t.Errorf("only %d versions: the children hardly changed anything before their kill", changes)
+	}
+}
+
+// Two processes changing one store at once, both killed at random moments, leave files and
+// history that agree, as one does; each version of a path starts from the content the
+// version before it left, and the store exports and imports. 10 rounds.
+func TestTwoProcessesHistoryConsistency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: spawns and kills 20 processes")
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	os.MkdirAll(dir, 0o700)
+	for round := 0; round < 10; round++ {
+		a, _ := startReady(t, "history", dir)
+		b, _ := startReady(t, "history", dir)
+		time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
+		a.Process.Signal(syscall.SIGKILL)
+		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
+		b.Process.Signal(syscall.SIGKILL)
+		a.Wait()
+		b.Wait()
+
+		s, err := files.OpenOSStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		when := fmt.Sprintf("round %d", round)
+		checkAgreement(t, s, when)
+		checkChains(t, s, when)
+		var tar bytes.Buffer
+		if err := s.Export(context.Background(), &tar, true); err != nil {
+			t.Fatalf("%s: export: %v", when, err)
+		}
+		if _, err := files.NewMemoryStore().Import(context.Background(), &tar, vfs.ImportLimits{}); err != nil {
+			t.Errorf("%s: the export does not import: %v", when, err)
+		}
+		s.Close()
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// checkChains checks that every version of a path starts where the one before it left it.
+func checkChains(t *testing.T, s *vfs.Store, when string) {
+	t.Helper()
+	err := s.View(context.Background(), func(tx *vfs.Tx) error {
+		vs, err := tx.Versions()
+		if err != nil {
+			return err
+		}
+		state := map[string]vfs.Digest{}
+		for _, v := range vs {
+			before, existed := state[v.Path]
+			switch {
+			case v.Kind == vfs.Created && existed:
+				t.Errorf("%s: version %d creates %s, which exists", when, v.Seq, v.Path)
+			case v.Kind != vfs.Created && (!existed || before != v.Prev):
+				t.Errorf("%s: version %d (%v) of %s starts from %s; the version before left %s (exists: %v)", when, v.Seq, v.Kind, v.Path, v.Prev, before, existed)
+			}
+			switch v.Kind {
+			case vfs.Created, vfs.Modified:
+				state[v.Path] = v.SHA256
+			case vfs.Deleted:
+				delete(state, v.Path)
+			case vfs.Moved:
+				delete(state, v.Path)
+				state[v.NewPath] = v.SHA256
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
 	}
 }
 

@@ -143,6 +143,15 @@ func (s *AferoStorage) lockStorage(ctx context.Context, exclusive bool) (externa
 		// what was edited by hand meanwhile.
 		external = true
 		s.usage, s.usageKnown = c.usage()
+		if h := s.history; h != nil {
+			// The next change reads what the other appended to the history and the log,
+			// whichever transaction comes first (a read, a change that fails before it
+			// writes).
+			h.stale = true
+			if h.wal != nil {
+				h.wal.stale = true
+			}
+		}
 		s.usageShared = s.usageKnown
 		if err := s.fs.Reload(); err != nil {
 			s.fs.UnlockStorage()

@@ -58,6 +58,7 @@ type fileHistory struct {
 	appended  int // versions appended since the last pruning pass
 	lastPrune time.Time
 	wal       *walState // nil when the write-ahead log is off (see wal.go)
+	stale     bool      // another process changed the storage since: read the log's tail
 }
 
 func (h *fileHistory) reset() {
@@ -148,7 +149,7 @@ func (ht *historyTx) writer() (*fileHistory, error) {
 		return nil, err
 	}
 	h := ht.tx.s.history
-	if h.loaded && !ht.tx.external {
+	if h.loaded && !h.stale {
 		return h, nil
 	}
 	if err := ht.load(h); err != nil {

@@ -102,7 +102,7 @@ func (ht *historyTx) load(h *fileHistory) error {
 			h.lastSeq = max(h.lastSeq, kept[0].Seq)
 		}
 	}
-	h.loaded = true
+	h.loaded, h.stale = true, false
 	return nil
 }
 

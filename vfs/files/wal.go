@@ -121,6 +121,7 @@ type walState struct {
 	size  int64  // the log's size, zeros past end
 	cycle string // the header's Cycle
 	torn  bool   // the byte before end is not a newline
+	stale bool   // another process changed the storage since: locate the end again
 
 	// The descriptors changes write through, kept from one change to the next (only
 	// touched under the store's exclusive lock, or by close).
@@ -384,7 +385,7 @@ func (ht *historyTx) openWAL(h *fileHistory) (afero.File, error) {
 	if fresh {
 		w.reopen.Store(true)
 	}
-	if w.end < 0 || ht.tx.external || fresh {
+	if w.end < 0 || w.stale || fresh {
 		if err := w.locate(f); err != nil {
 			w.end = -1
 			w.rec.drop()
@@ -398,6 +399,7 @@ func (ht *historyTx) openWAL(h *fileHistory) (afero.File, error) {
 // last appended when the log is still in the same cycle (its header's Cycle), else from
 // the start: another process may have appended or checkpointed since.
 func (w *walState) locate(f afero.File) error {
+	w.stale = false // on a failure, end is unknown
 	fi, err := f.Stat()
 	if err != nil {
 		return err

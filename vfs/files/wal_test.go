@@ -806,6 +806,75 @@ func TestWALSharedBetweenStores(t *testing.T) {
 	}
 }
 
+// A store that only read since another changed the directory still sees that change when
+// it next writes: the read used to take the news of it, so that the write appended its
+// record over the other's in the log (a crash of the machine then lost the other's change)
+// and numbered its version as the other's.
+func TestWALSharedAfterARead(t *testing.T) {
+	needWAL(t)
+	live := t.TempDir()
+	var stores []*vfs.Store
+	for range 2 {
+		s, err := OpenOSStore(live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	a, b := stores[0], stores[1]
+	ctx := context.Background()
+	create := func(s *vfs.Store, name string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx *vfs.Tx) error {
+			return tx.CreateFile(vfs.MustResolve("/memories/"+name), []byte(name+" content"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(s *vfs.Store) {
+		t.Helper()
+		if err := s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.List(vfs.MustResolve(vfs.Root)); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(a, "a1.md")
+	create(b, "b1.md")
+	checkpointNow(t, a)
+	disk := copyTree(t, live)
+	create(a, "a2.md")
+	read(b)
+	create(b, "b2.md")
+	read(a)
+	create(a, "a3.md")
+	want := treeOf(t, live)
+	var seqs []uint64
+	if err := b.View(ctx, func(tx *vfs.Tx) error {
+		vs, err := tx.Versions()
+		for _, v := range vs {
+			seqs = append(seqs, v.Seq)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seqs, []uint64{1, 2, 3, 4, 5}) {
+		t.Errorf("the versions' numbers: %v, want 1 to 5", seqs)
+	}
+	exportImports(t, b)
+	crashDisk(t, disk, live)
+
+	r, err := OpenOSStore(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := treeOf(t, disk); !maps.Equal(got, want) {
+		t.Errorf("files after recovery:\n got %v\nwant %v", got, want)
+	}
+	exportImports(t, r)
+}
+
 // BenchmarkLogFlush is why the log is written in advance: a 256-byte record flushed
 // (fdatasync) after being appended to a growing file, against one written over bytes
 // written and flushed in advance, each round after a file is written and renamed as a
