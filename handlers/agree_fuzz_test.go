@@ -35,9 +35,6 @@ func FuzzBackendsAgree(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(db.Close)
-	names := []string{"a.md", "d", "d/b.md", "d/e", "d/e/c.md", "f.md"}
-	contents := []string{"alpha\nbeta\n", "", "x", "line\n\nline\n", "ünï\tcode\r\n"}
-	tokens := []string{"alpha", "beta\n", "line", "", "\n"}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 48 {
 			return
@@ -72,97 +69,145 @@ func FuzzBackendsAgree(f *testing.F) {
 				}
 			}
 		}
-		result := func(r handlers.Result) string {
-			s := fmt.Sprintf("%q error=%v code=%q", r.Text, r.IsError, r.Code)
-			if r.Batch != nil {
-				changes, _ := json.Marshal(r.Batch.Changes)
-				s += fmt.Sprintf(" version=%d %s %s", r.Batch.Version, r.Batch.Command, changes)
-			}
-			return s
+		agreeingSteps(t, ops, &clock, agree)
+	})
+}
+
+// Two processes sharing one os store, taking turns, act as one store: whichever of them
+// does each step (bit k of who picks it for the k-th), every answer, the files, the history
+// and the export are what a single memory store gives. Both are asked at the end. A read
+// or a refused change by one, between the other's changes, must not make it forget them.
+func FuzzTwoProcesses(f *testing.F) {
+	f.Add([]byte{1, 0, 1, 5, 1, 2, 0, 0, 1, 4}, uint64(0b11010))
+	f.Add([]byte{1, 0, 0, 0, 1, 2, 4, 0, 1, 0}, uint64(0b10110))
+	f.Add([]byte{1, 2, 1, 2, 0, 2, 1, 4, 9, 0, 10, 2}, uint64(0b101010))
+	f.Add([]byte{1, 0, 5, 12, 1, 0, 2, 0, 7, 1, 8, 1, 11, 0}, uint64(0b1100110))
+	f.Fuzz(func(t *testing.T, ops []byte, who uint64) {
+		if len(ops) > 48 {
+			return
 		}
-		for i := 0; i+1 < len(ops); i += 2 {
-			clock = clock.Add(time.Minute)
-			a, b := int(ops[i]), int(ops[i+1])
-			p, q := "/memories/"+names[b%len(names)], "/memories/"+names[b/len(names)%len(names)]
-			var input map[string]any
-			switch a % 12 {
-			case 0:
-				input = map[string]any{"command": "view", "path": p}
-			case 1:
-				input = map[string]any{"command": "create", "path": p, "file_text": contents[a/10%len(contents)]}
-			case 2:
-				input = map[string]any{"command": "str_replace", "path": p, "old_str": tokens[a/10%len(tokens)], "new_str": tokens[b/36%len(tokens)]}
-			case 3:
-				input = map[string]any{"command": "insert", "path": p, "insert_line": a / 10 % 4, "insert_text": "new\n"}
-			case 4:
-				input = map[string]any{"command": "delete", "path": p}
-			case 5:
-				input = map[string]any{"command": "rename", "old_path": p, "new_path": q}
-			case 6:
-				input = map[string]any{"command": "view", "path": p, "view_range": []any{a/10%3 + 1, b/36%3 - 1}}
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
+		ref := handlers.New(files.NewMemoryStore(opts...), handlers.DefaultLimits())
+		dir := t.TempDir()
+		both := []*handlers.Memory{handlers.New(openOS(t, dir, opts...), handlers.DefaultLimits()), handlers.New(openOS(t, dir, opts...), handlers.DefaultLimits())}
+		steps := 0
+		agree := func(what string, step func(h *handlers.Memory) string) {
+			t.Helper()
+			want := step(ref)
+			for i, h := range both {
+				if steps < 64 && who>>steps&1 != uint64(i) && !strings.HasPrefix(what, "the ") {
+					continue // the other one's turn
+				}
+				if got := step(h); got != want {
+					t.Fatalf("%s, by process %d:\n     got %s\n  memory: %s", what, i, got, want)
+				}
 			}
-			if input != nil {
-				agree(fmt.Sprint(input), func(h *handlers.Memory) string { return result(h.Exec(ctx, input)) })
-				continue
-			}
-			seq := uint64(a / 36 % (i/2 + 2))
-			switch a % 12 {
-			case 7:
-				data := []byte(contents[a/10%len(contents)])
-				agree("a person writes "+p, func(h *handlers.Memory) string {
-					batch, err := h.Write(ctx, p, data, nil)
-					return fmt.Sprint(batch != nil, err)
-				})
-			case 8:
-				agree("a person deletes "+p, func(h *handlers.Memory) string {
-					batch, err := h.Remove(ctx, p, nil)
-					return fmt.Sprint(batch != nil, err)
-				})
-			case 9:
-				dir := []string{"/memories", "/memories/d", p}[a/12%3]
-				agree(fmt.Sprintf("restore %s to %d", dir, seq), func(h *handlers.Memory) string {
-					res, err := h.Restore(ctx, dir, seq)
-					return fmt.Sprintf("%+v %v", res, err)
-				})
-			case 10:
-				agree(fmt.Sprintf("show %s@%d", p, seq), func(h *handlers.Memory) string {
-					data, err := h.Show(ctx, p, seq)
-					return fmt.Sprintf("%q %v", data, err)
-				})
-				agree("the log of "+p, func(h *handlers.Memory) string {
-					log, err := h.Log(ctx, handlers.LogQuery{Path: p})
-					return fmt.Sprintf("%d %v", len(log), err)
-				})
-			case 11:
-				agree(fmt.Sprintf("diff %s %d", p, seq), func(h *handlers.Memory) string {
-					diff, err := h.Diff(ctx, p, seq)
-					return fmt.Sprintf("%q %v", diff, err)
-				})
-				at := clock.Add(-time.Duration(b) * time.Minute / 4)
-				agree(fmt.Sprintf("restore %s to %v", p, at), func(h *handlers.Memory) string {
-					res, err := h.RestoreAt(ctx, p, at)
-					return fmt.Sprintf("%+v %v", res, err)
-				})
-			}
+			steps++
 		}
-		agree("the files", func(h *handlers.Memory) string { return fmt.Sprint(filesOf(t, h)) })
-		agree("the listing", func(h *handlers.Memory) string {
-			return result(h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}))
-		})
-		agree("the history", func(h *handlers.Memory) string {
-			log, err := h.Log(ctx, handlers.LogQuery{})
-			for i := range log {
-				log[i].Time = log[i].Time.UTC()
-			}
-			return fmt.Sprintf("%+v %v", log, err)
-		})
-		agree("the export", func(h *handlers.Memory) string {
-			var tar bytes.Buffer
-			if err := h.Store().Export(ctx, &tar, true); err != nil {
-				return err.Error()
-			}
-			return readableTar(t, tar.Bytes())
-		})
+		agreeingSteps(t, ops, &clock, agree)
+	})
+}
+
+// agreeingSteps runs ops, two bytes each, through agree, which does each step on every
+// memory compared and fails unless they say the same; then it compares the files, the
+// listing, the history and the export. Each step advances clock.
+func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, agree func(what string, step func(h *handlers.Memory) string)) {
+	t.Helper()
+	ctx := context.Background()
+	names := []string{"a.md", "d", "d/b.md", "d/e", "d/e/c.md", "f.md"}
+	contents := []string{"alpha\nbeta\n", "", "x", "line\n\nline\n", "ünï\tcode\r\n"}
+	tokens := []string{"alpha", "beta\n", "line", "", "\n"}
+	result := func(r handlers.Result) string {
+		s := fmt.Sprintf("%q error=%v code=%q", r.Text, r.IsError, r.Code)
+		if r.Batch != nil {
+			changes, _ := json.Marshal(r.Batch.Changes)
+			s += fmt.Sprintf(" version=%d %s %s", r.Batch.Version, r.Batch.Command, changes)
+		}
+		return s
+	}
+	for i := 0; i+1 < len(ops); i += 2 {
+		*clock = clock.Add(time.Minute)
+		a, b := int(ops[i]), int(ops[i+1])
+		p, q := "/memories/"+names[b%len(names)], "/memories/"+names[b/len(names)%len(names)]
+		var input map[string]any
+		switch a % 12 {
+		case 0:
+			input = map[string]any{"command": "view", "path": p}
+		case 1:
+			input = map[string]any{"command": "create", "path": p, "file_text": contents[a/10%len(contents)]}
+		case 2:
+			input = map[string]any{"command": "str_replace", "path": p, "old_str": tokens[a/10%len(tokens)], "new_str": tokens[b/36%len(tokens)]}
+		case 3:
+			input = map[string]any{"command": "insert", "path": p, "insert_line": a / 10 % 4, "insert_text": "new\n"}
+		case 4:
+			input = map[string]any{"command": "delete", "path": p}
+		case 5:
+			input = map[string]any{"command": "rename", "old_path": p, "new_path": q}
+		case 6:
+			input = map[string]any{"command": "view", "path": p, "view_range": []any{a/10%3 + 1, b/36%3 - 1}}
+		}
+		if input != nil {
+			agree(fmt.Sprint(input), func(h *handlers.Memory) string { return result(h.Exec(ctx, input)) })
+			continue
+		}
+		seq := uint64(a / 36 % (i/2 + 2))
+		switch a % 12 {
+		case 7:
+			data := []byte(contents[a/10%len(contents)])
+			agree("a person writes "+p, func(h *handlers.Memory) string {
+				batch, err := h.Write(ctx, p, data, nil)
+				return fmt.Sprint(batch != nil, err)
+			})
+		case 8:
+			agree("a person deletes "+p, func(h *handlers.Memory) string {
+				batch, err := h.Remove(ctx, p, nil)
+				return fmt.Sprint(batch != nil, err)
+			})
+		case 9:
+			dir := []string{"/memories", "/memories/d", p}[a/12%3]
+			agree(fmt.Sprintf("restore %s to %d", dir, seq), func(h *handlers.Memory) string {
+				res, err := h.Restore(ctx, dir, seq)
+				return fmt.Sprintf("%+v %v", res, err)
+			})
+		case 10:
+			agree(fmt.Sprintf("show %s@%d", p, seq), func(h *handlers.Memory) string {
+				data, err := h.Show(ctx, p, seq)
+				return fmt.Sprintf("%q %v", data, err)
+			})
+			agree("the log of "+p, func(h *handlers.Memory) string {
+				log, err := h.Log(ctx, handlers.LogQuery{Path: p})
+				return fmt.Sprintf("%d %v", len(log), err)
+			})
+		case 11:
+			agree(fmt.Sprintf("diff %s %d", p, seq), func(h *handlers.Memory) string {
+				diff, err := h.Diff(ctx, p, seq)
+				return fmt.Sprintf("%q %v", diff, err)
+			})
+			at := clock.Add(-time.Duration(b) * time.Minute / 4)
+			agree(fmt.Sprintf("restore %s to %v", p, at), func(h *handlers.Memory) string {
+				res, err := h.RestoreAt(ctx, p, at)
+				return fmt.Sprintf("%+v %v", res, err)
+			})
+		}
+	}
+	agree("the files", func(h *handlers.Memory) string { return fmt.Sprint(filesOf(t, h)) })
+	agree("the listing", func(h *handlers.Memory) string {
+		return result(h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}))
+	})
+	agree("the history", func(h *handlers.Memory) string {
+		log, err := h.Log(ctx, handlers.LogQuery{})
+		for i := range log {
+			log[i].Time = log[i].Time.UTC()
+		}
+		return fmt.Sprintf("%+v %v", log, err)
+	})
+	agree("the export", func(h *handlers.Memory) string {
+		var tar bytes.Buffer
+		if err := h.Store().Export(ctx, &tar, true); err != nil {
+			return err.Error()
+		}
+		return readableTar(t, tar.Bytes())
 	})
 }
 
