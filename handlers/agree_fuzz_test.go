@@ -73,10 +73,11 @@ func FuzzBackendsAgree(f *testing.F) {
 	})
 }
 
-// Two processes sharing one os store, taking turns, act as one store: whichever of them
-// does each step (bit k of who picks it for the k-th), every answer, the files, the history
-// and the export are what a single memory store gives. Both are asked at the end. A read
-// or a refused change by one, between the other's changes, must not make it forget them.
+// Two processes sharing one store, taking turns, act as one store: whichever of them does
+// each step (bit k of who picks it for the k-th), every answer, the files, the history and
+// the export are what a single memory store gives. Both are asked at the end. A read or a
+// refused change by one, between the other's changes, must not make it forget them. The
+// pairs: two os stores on one directory, two overlays on the same layers.
 func FuzzTwoProcesses(f *testing.F) {
 	f.Add([]byte{1, 0, 1, 5, 1, 2, 0, 0, 1, 4}, uint64(0b11010))
 	f.Add([]byte{1, 0, 0, 0, 1, 2, 4, 0, 1, 0}, uint64(0b10110))
@@ -86,27 +87,86 @@ func FuzzTwoProcesses(f *testing.F) {
 		if len(ops) > 48 {
 			return
 		}
-		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
-		ref := handlers.New(files.NewMemoryStore(opts...), handlers.DefaultLimits())
-		dir := t.TempDir()
-		both := []*handlers.Memory{handlers.New(openOS(t, dir, opts...), handlers.DefaultLimits()), handlers.New(openOS(t, dir, opts...), handlers.DefaultLimits())}
-		steps := 0
-		agree := func(what string, step func(h *handlers.Memory) string) {
-			t.Helper()
-			want := step(ref)
-			for i, h := range both {
-				if steps < 64 && who>>steps&1 != uint64(i) && !strings.HasPrefix(what, "the ") {
-					continue // the other one's turn
+		takingTurns(t, ops, who, func(opts []vfs.Option) [2]*vfs.Store {
+			dir := t.TempDir()
+			return [2]*vfs.Store{openOS(t, dir, opts...), openOS(t, dir, opts...)}
+		})
+		takingTurns(t, ops, who, func(opts []vfs.Option) [2]*vfs.Store {
+			lower, upper := t.TempDir(), t.TempDir()
+			var pair [2]*vfs.Store
+			for i := range pair {
+				st, err := files.OpenOverlayStore(lower, upper, opts...)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if got := step(h); got != want {
-					t.Fatalf("%s, by process %d:\n     got %s\n  memory: %s", what, i, got, want)
-				}
+				t.Cleanup(func() { st.Close() })
+				pair[i] = st
 			}
-			steps++
-		}
-		agreeingSteps(t, ops, &clock, agree)
+			return pair
+		})
 	})
+}
+
+// The same for two replicas of one PostgreSQL store.
+func FuzzTwoReplicas(f *testing.F) {
+	f.Add([]byte{1, 0, 1, 5, 1, 2, 0, 0, 1, 4}, uint64(0b11010))
+	f.Add([]byte{1, 2, 1, 2, 0, 2, 1, 4, 9, 0, 10, 2}, uint64(0b101010))
+	dsn := vfstest.PostgresDSN(f)
+	var dbs [2]*postgres.DB
+	for i := range dbs {
+		db, err := postgres.Open(context.Background(), dsn, true)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(db.Close)
+		dbs[i] = db
+	}
+	f.Fuzz(func(t *testing.T, ops []byte, who uint64) {
+		if len(ops) > 48 {
+			return
+		}
+		takingTurns(t, ops, who, func(opts []vfs.Option) [2]*vfs.Store {
+			name := vfstest.UniqueName(t)
+			var pair [2]*vfs.Store
+			for i, db := range dbs {
+				st, err := db.Store(context.Background(), name, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				pair[i] = st
+			}
+			return pair
+		})
+	})
+}
+
+// takingTurns runs ops on a pair of stores opened by open, who choosing which one does each
+// step, against a memory store.
+func takingTurns(t *testing.T, ops []byte, who uint64, open func([]vfs.Option) [2]*vfs.Store) {
+	t.Helper()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
+	one := handlers.New(files.NewMemoryStore(opts...), handlers.DefaultLimits())
+	var both [2]*handlers.Memory
+	for i, st := range open(opts) {
+		both[i] = handlers.New(st, handlers.DefaultLimits())
+	}
+	steps := 0
+	agree := func(what string, step func(h *handlers.Memory) string) {
+		t.Helper()
+		want := step(one)
+		for i, h := range both {
+			if steps < 64 && who>>steps&1 != uint64(i) && !strings.HasPrefix(what, "the ") {
+				continue // the other one's turn
+			}
+			if got := step(h); got != want {
+				t.Fatalf("%s, by the store %d of the pair:\n     got %s\n     one: %s", what, i, got, want)
+			}
+		}
+		steps++
+	}
+	agreeingSteps(t, ops, &clock, agree)
 }
 
 // agreeingSteps runs ops, two bytes each, through agree, which does each step on every
