@@ -537,8 +537,8 @@ func (ht *historyTx) flushLogged() error {
 			f, err = fsys.OpenFile(name, os.O_RDONLY, 0) // a file made read-only by hand
 		}
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || isDirErr(fsys, name) {
-				continue // removed or moved by a later change, or a directory now
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || isDirErr(fsys, name) {
+				continue // removed or moved by a later change, a directory now, or below a file
 			}
 			return err
 		}
