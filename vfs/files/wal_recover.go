@@ -11,6 +11,8 @@ import (
 	"path"
 	"slices"
 
+	"github.com/spf13/afero"
+
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
@@ -183,15 +185,24 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		c, err := readAll(fsys, objectName(d))
 		return c, err == nil && vfs.DigestOf(c) == d
 	}
+	// Removals first: a file to be written may need the place of one removed.
+	writes := func(p string) int {
+		if paths[p][len(paths[p])-1].exists {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(writes(a), writes(b)) })
 	for _, p := range order {
 		states := paths[p]
 		name := nameOf(p)
 		var now recoveryState
-		lost := false // empty or zeros
+		lost := false     // empty or zeros
+		emptyDir := false // a directory with no file below it: its removal was lost
 		if d, err := readAll(fsys, name); err == nil {
 			now = recoveryState{true, vfs.DigestOf(d)}
 			lost = allZero(d)
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		} else if emptyDir = holdsNoFile(fsys, name); !emptyDir && !errors.Is(err, fs.ErrNotExist) {
 			continue // not a file (a directory made since, say): left alone
 		}
 		last := states[len(states)-1]
@@ -205,6 +216,11 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		content, ok := contentOf(last.sum)
 		if !ok {
 			continue // nothing to set it to
+		}
+		if emptyDir {
+			if err := fsys.RemoveAll(name); err != nil {
+				return err
+			}
 		}
 		if err := fsys.MkdirAll(nameOf(path.Dir(p)), 0o700); err != nil {
 			return err
@@ -227,6 +243,21 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		}
 	}
 	return ht.checkpointLog(h, true)
+}
+
+// holdsNoFile reports whether name is a directory with nothing but directories below it.
+func holdsNoFile(fsys FS, name string) bool {
+	fi, err := fsys.Stat(name)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	err = afero.Walk(fsys, name, func(_ string, fi fs.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			err = fs.ErrExist
+		}
+		return err
+	})
+	return err == nil
 }
 
 // allZero reports whether b holds nothing but zeros: what a file written but not flushed
