@@ -14,20 +14,21 @@ import (
 // A crash of the machine loses nothing acknowledged, whatever the changes before it and
 // however many processes made them: after changes of every kind by two stores on one
 // directory taking turns (bit k of who picks the k-th), with a checkpoint somewhere among
-// them, the disk is what the checkpoint left plus the flushed log, and any of the files
-// written since (bit i of keep, in name order, for the i-th; the history log with them at
-// keep's top bit). Recovery gives the files and the versions the stores had, the store
-// exports and imports, and the next change takes the next number.
+// them, the disk holds what the checkpoint left, the flushed log, and each file written
+// since as it was at some moment after the checkpoint, or lost to zeros (three bits of
+// keep a file, in name order, choose which; the history log's name counts as one).
+// Recovery gives the files and the versions the stores had, the store exports and imports,
+// and the next change takes the next number.
 func FuzzMachineCrash(f *testing.F) {
-	f.Add([]byte{0, 0, 1, 1, 4, 0, 2, 2, 3, 1, 0, 3, 5, 3}, uint64(0b0110), uint8(0))
-	f.Add([]byte{0, 2, 4, 0, 1, 2, 2, 1, 0, 0, 3, 2, 1, 4}, uint64(0b1011), uint8(0xff))
-	f.Add([]byte{0, 0, 0, 3, 2, 0, 4, 0, 1, 0, 2, 4, 3, 3, 0, 5}, uint64(0b10101), uint8(0x35))
-	f.Add([]byte{0, 0, 1, 0, 5, 0, 0, 4}, uint64(0b0101), uint8(0x81))
+	f.Add([]byte{0, 0, 1, 1, 4, 0, 2, 2, 3, 1, 0, 3, 5, 3}, uint64(0b0110), uint64(0))
+	f.Add([]byte{0, 2, 4, 0, 1, 2, 2, 1, 0, 0, 3, 2, 1, 4}, uint64(0b1011), uint64(0o7777777))
+	f.Add([]byte{0, 0, 0, 3, 2, 0, 4, 0, 1, 0, 2, 4, 3, 3, 0, 5}, uint64(0b10101), uint64(0o1234567))
+	f.Add([]byte{0, 0, 1, 0, 5, 0, 0, 4}, uint64(0b0101), uint64(0o2020202))
 	if bootID() == "" {
 		f.Skip("no write-ahead log on this system: it needs the boot id that Linux, macOS and Windows give")
 	}
 	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/e/c.md", "/memories/f.md", "/memories/e"}
-	f.Fuzz(func(t *testing.T, ops []byte, who uint64, keep uint8) {
+	f.Fuzz(func(t *testing.T, ops []byte, who, keep uint64) {
 		if len(ops) > 40 {
 			return
 		}
@@ -43,6 +44,7 @@ func FuzzMachineCrash(f *testing.F) {
 			stores[i] = s
 		}
 		disk := ""
+		var since []map[string]string // the files after each step since the checkpoint
 		for i := 0; i+1 < len(ops); i += 2 {
 			s := stores[who>>(i/2)&1]
 			p, q := vfs.MustResolve(paths[int(ops[i+1])%len(paths)]), vfs.MustResolve(paths[int(ops[i+1])/len(paths)%len(paths)])
@@ -66,36 +68,42 @@ func FuzzMachineCrash(f *testing.F) {
 				err = s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.List(vfs.MustResolve(vfs.Root)); return err })
 			}
 			_ = err // refusals (exists, not found, a directory in the way) are part of the mix
+			since = append(since, treeOf(t, live))
+			if ops[i]%6 == 4 {
+				since = since[len(since)-1:]
+			}
 		}
 		if disk == "" {
 			disk = t.TempDir() // no checkpoint: nothing but the log reached the disk
+			since = append([]map[string]string{{}}, since...)
 		}
 		want, wantVersions := treeOf(t, live), versionsOf(t, stores[0])
 		crashDisk(t, disk, live)
-		var written []string
-		for rel := range want {
-			written = append(written, rel)
-		}
-		for rel := range treeOf(t, disk) {
-			if _, ok := want[rel]; !ok {
-				written = append(written, rel) // deleted or moved since the checkpoint
+		names := map[string]bool{historyLogName: true}
+		for _, files := range since {
+			for rel := range files {
+				names[rel] = true
 			}
 		}
-		slices.Sort(written)
-		for i, rel := range written {
-			if keep>>(i%7)&1 == 0 {
-				continue
-			}
-			if b, err := os.ReadFile(filepath.Join(live, rel)); err == nil {
-				os.MkdirAll(filepath.Dir(filepath.Join(disk, rel)), 0o700)
-				os.WriteFile(filepath.Join(disk, rel), b, 0o600)
-			} else {
-				os.Remove(filepath.Join(disk, rel))
-			}
-		}
-		if keep&0x80 != 0 {
-			if b, err := os.ReadFile(filepath.Join(live, historyLogName)); err == nil {
-				os.WriteFile(filepath.Join(disk, historyLogName), b, 0o600)
+		for i, rel := range slices.Sorted(maps.Keys(names)) {
+			k := int(keep >> (3 * (i % 21)) & 7)
+			switch {
+			case k == 0: // as the checkpoint left it
+			case rel == historyLogName:
+				if b, err := os.ReadFile(filepath.Join(live, rel)); err == nil {
+					os.WriteFile(filepath.Join(disk, rel), b, 0o600)
+				}
+			case k == 7: // the name reached the disk, its data did not (written since only)
+				if content, ok := want[rel]; ok && content != since[0][rel] && os.MkdirAll(filepath.Dir(filepath.Join(disk, rel)), 0o700) == nil {
+					os.WriteFile(filepath.Join(disk, rel), make([]byte, len(content)), 0o600)
+				}
+			default: // as it was at a moment since
+				content, ok := since[(k-1)*len(since)/6][rel]
+				if !ok {
+					os.Remove(filepath.Join(disk, rel))
+				} else if os.MkdirAll(filepath.Dir(filepath.Join(disk, rel)), 0o700) == nil {
+					os.WriteFile(filepath.Join(disk, rel), []byte(content), 0o600)
+				}
 			}
 		}
 		r, err := OpenOSStore(disk)
