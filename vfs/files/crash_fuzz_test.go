@@ -50,7 +50,7 @@ func FuzzMachineCrash(f *testing.F) {
 			p, q := vfs.MustResolve(paths[int(ops[i+1])%len(paths)]), vfs.MustResolve(paths[int(ops[i+1])/len(paths)%len(paths)])
 			data := []byte{'v', byte('0' + i%10), '\n'}
 			var err error
-			switch ops[i] % 6 {
+			switch ops[i] % 7 {
 			case 0:
 				_, err = s.Apply(ctx, "create", func(tx *vfs.Tx) error { return tx.CreateFile(p, data) })
 			case 1:
@@ -66,10 +66,17 @@ func FuzzMachineCrash(f *testing.F) {
 				}
 			case 5:
 				err = s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.List(vfs.MustResolve(vfs.Root)); return err })
+			case 6: // several operations in one change
+				_, err = s.Apply(ctx, "restore", func(tx *vfs.Tx) error {
+					if err := tx.WriteFile(p, data); err != nil {
+						return err
+					}
+					return tx.Rename(p, q)
+				})
 			}
 			_ = err // refusals (exists, not found, a directory in the way) are part of the mix
 			since = append(since, treeOf(t, live))
-			if ops[i]%6 == 4 {
+			if ops[i]%7 == 4 {
 				since = since[len(since)-1:]
 			}
 		}

@@ -123,10 +123,23 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	// was lost, and what it wrote may be too. (A log of format 1 does not say where the
 	// checkpoint was: everything stays.)
 	acked := func(g uint64) bool { return w.format < 2 || g <= w.from || inWAL[g] }
+	// A change an operation of which failed, or did part of its work, was cut short: the
+	// versions of its operations up to that one say so, as when the history log is read
+	// (logScan.interrupted).
+	cut := map[uint64]bool{}
+	for i, r := range w.records {
+		if _, ok := w.settled[r.G]; !ok || len(r.V) == 0 {
+			continue
+		}
+		for j := i; j >= 0 && len(w.records[j].V) > 0 && w.records[j].V[0].Seq == r.V[0].Seq; j-- {
+			cut[w.records[j].G] = true
+		}
+	}
 	var vs []vfs.Version
 	missing := len(ls.pending) > 0
 	for i, v := range ls.versions {
 		if acked(ls.vgroups[i]) {
+			v.Interrupted = v.Interrupted || cut[ls.vgroups[i]]
 			vs = append(vs, v)
 		} else {
 			missing = true
@@ -135,7 +148,10 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	for _, r := range w.records {
 		if !ls.groups[r.G] {
 			missing = true
-			vs = append(vs, w.stands(r)...)
+			for _, v := range w.stands(r) {
+				v.Interrupted = cut[r.G]
+				vs = append(vs, v)
+			}
 		}
 	}
 	if len(ls.pending) > 0 && !inWAL[ls.pendingG] && acked(ls.pendingG) {
