@@ -29,8 +29,12 @@ func OpenOSStore(dir string, opts ...vfs.Option) (*vfs.Store, error) {
 	if d, ok := walFS(osfs); ok && !o.ReadOnly && walNeedsRecovery(osfs, d) {
 		// The machine crashed with changes in the write-ahead log: recover them now, with
 		// the history on whatever the options say, so that no reader sees the files
-		// without them.
-		rec := NewAferoStorage(osfs)
+		// without them. Recovery prunes nothing: the store does, by its own limits.
+		cfg := vfs.HistoryConfig{}
+		if o.History != nil {
+			cfg.Now = o.History.Now
+		}
+		rec := NewAferoStorage(osfs, vfs.WithHistory(cfg))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		t, err := rec.Begin(ctx, true)
 		if err == nil {

@@ -212,6 +212,42 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 	}
 }
 
+// Recovery after a crash of the machine keeps the history the store's options keep: it
+// used to run with the default limits, so that a store told to keep every version lost
+// those older than half a year, and those past 256 MiB of contents, when it was opened.
+func TestWALRecoveryKeepsWhatTheOptionsKeep(t *testing.T) {
+	needWAL(t)
+	live := t.TempDir()
+	long := vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) }})
+	s, err := OpenOSStore(live, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkpointNow(t, s)
+	disk := copyTree(t, live)
+	for i, text := range []string{"one", "two", "three"} {
+		if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+			if i == 0 {
+				return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte(text))
+			}
+			return tx.WriteFile(vfs.MustResolve("/memories/a.md"), []byte(text))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := versionsOf(t, s)
+	crashDisk(t, disk, live)
+	r, err := OpenOSStore(disk, vfs.WithHistory(vfs.HistoryConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := versionsOf(t, r); jsonOf(got) != jsonOf(want) {
+		t.Errorf("history after recovery:\n got %s\nwant %s", jsonOf(got), jsonOf(want))
+	}
+}
+
 // needWAL skips a test where the write-ahead log is off.
 func needWAL(t *testing.T) {
 	if bootID() == "" {
