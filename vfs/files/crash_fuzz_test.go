@@ -7,23 +7,27 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // A crash of the machine loses nothing acknowledged, whatever the changes before it and
-// however many processes made them: after changes of every kind by two stores on one
-// directory taking turns (bit k of who picks the k-th), with a checkpoint somewhere among
-// them, the disk holds what the checkpoint left, the flushed log, and each file written
-// since as it was at some moment after the checkpoint, or lost to zeros (three bits of
-// keep a file, in name order, choose which; the history log's name counts as one).
-// Recovery gives the files and the versions the stores had, the store exports and imports,
-// and the next change takes the next number.
+// however many processes made them: after changes of every kind (redactions, and pruning
+// when bits 32-33 of who keep that many versions a file) by two stores on one directory
+// taking turns (bit k of who picks the k-th), the disk holds what the last checkpoint left
+// (one is an op; redactions and pruning make their own), the flushed log, and each file
+// written since as it was at some moment after the checkpoint, or lost to zeros (three
+// bits of keep a file, in name order, choose which; the history log's name counts as
+// one). Recovery gives the files and the versions the stores had, leaves no redacted
+// content on disk, exports and imports, and the next change takes the next number.
 func FuzzMachineCrash(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 1, 4, 0, 2, 2, 3, 1, 0, 3, 5, 3}, uint64(0b0110), uint64(0))
 	f.Add([]byte{0, 2, 4, 0, 1, 2, 2, 1, 0, 0, 3, 2, 1, 4}, uint64(0b1011), uint64(0o7777777))
 	f.Add([]byte{0, 0, 0, 3, 2, 0, 4, 0, 1, 0, 2, 4, 3, 3, 0, 5}, uint64(0b10101), uint64(0o1234567))
 	f.Add([]byte{0, 0, 1, 0, 5, 0, 0, 4}, uint64(0b0101), uint64(0o2020202))
+	f.Add([]byte{0, 0, 1, 0, 1, 0, 4, 0, 1, 0, 7, 0, 1, 0, 2, 4}, uint64(1<<32|0b1010), uint64(0o3333333))
+	f.Add([]byte{0, 0, 0, 4, 1, 0, 1, 4, 6, 0, 1, 0, 3, 4, 7, 2}, uint64(2<<32|0b0110), uint64(0o1765432))
 	if bootID() == "" {
 		f.Skip("no write-ahead log on this system: it needs the boot id that Linux, macOS and Windows give")
 	}
@@ -34,9 +38,13 @@ func FuzzMachineCrash(f *testing.F) {
 		}
 		ctx := context.Background()
 		live := t.TempDir()
+		// An hour between steps, so that each change may prune, keeping who's bits 32-33
+		// versions a file (0: all).
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		opts := vfs.WithHistory(vfs.HistoryConfig{MaxVersions: int(who >> 32 & 3), Now: func() time.Time { return clock }})
 		var stores [2]*vfs.Store
 		for i := range stores {
-			s, err := OpenOSStore(live)
+			s, err := OpenOSStore(live, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,13 +52,19 @@ func FuzzMachineCrash(f *testing.F) {
 			stores[i] = s
 		}
 		disk := ""
+		var redacted []vfs.Digest
 		var since []map[string]string // the files after each step since the checkpoint
 		for i := 0; i+1 < len(ops); i += 2 {
 			s := stores[who>>(i/2)&1]
 			p, q := vfs.MustResolve(paths[int(ops[i+1])%len(paths)]), vfs.MustResolve(paths[int(ops[i+1])/len(paths)%len(paths)])
 			data := []byte{'v', byte('0' + i%10), '\n'}
+			if ops[i]%8 < 2 || ops[i]%8 == 6 {
+				// Written again, a content is not redacted any more (a refused create keeps it too).
+				redacted = slices.DeleteFunc(redacted, func(d vfs.Digest) bool { return d == vfs.DigestOf(data) })
+			}
 			var err error
-			switch ops[i] % 7 {
+			clock = clock.Add(time.Hour)
+			switch ops[i] % 8 {
 			case 0:
 				_, err = s.Apply(ctx, "create", func(tx *vfs.Tx) error { return tx.CreateFile(p, data) })
 			case 1:
@@ -60,10 +74,7 @@ func FuzzMachineCrash(f *testing.F) {
 			case 3:
 				_, err = s.Apply(ctx, "delete", func(tx *vfs.Tx) error { return tx.RemoveAll(p) })
 			case 4:
-				if disk == "" {
-					checkpointNow(t, s)
-					disk = copyTree(t, live)
-				}
+				checkpointNow(t, s)
 			case 5:
 				err = s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.List(vfs.MustResolve(vfs.Root)); return err })
 			case 6: // several operations in one change
@@ -73,11 +84,25 @@ func FuzzMachineCrash(f *testing.F) {
 					}
 					return tx.Rename(p, q)
 				})
+			case 7: // a content purged from the history, while no file holds it (as people may)
+				gone := []byte{'v', byte('0' + int(ops[i+1])%10), '\n'}
+				if slices.Contains(slices.Collect(maps.Values(treeOf(t, live))), string(gone)) {
+					break
+				}
+				err = s.Update(ctx, func(tx *vfs.Tx) error {
+					n, err := tx.Redact(vfs.DigestOf(gone))
+					if n > 0 {
+						redacted = append(redacted, vfs.DigestOf(gone))
+					}
+					return err
+				})
 			}
 			_ = err // refusals (exists, not found, a directory in the way) are part of the mix
 			since = append(since, treeOf(t, live))
-			if ops[i]%7 == 4 {
-				since = since[len(since)-1:]
+			if wal, err := os.ReadFile(filepath.Join(live, walName)); err == nil && (len(wal) == 0 || wal[0] == 0) {
+				// A checkpoint (this one's, or a redaction's or pruning's): what the disk
+				// surely holds from now on.
+				disk, since = copyTree(t, live), since[len(since)-1:]
 			}
 		}
 		if disk == "" {
@@ -113,7 +138,7 @@ func FuzzMachineCrash(f *testing.F) {
 				}
 			}
 		}
-		r, err := OpenOSStore(disk)
+		r, err := OpenOSStore(disk, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,6 +151,16 @@ func FuzzMachineCrash(f *testing.F) {
 			t.Fatalf("history after recovery:\n got %s\nwant %s", g, w)
 		}
 		exportImports(t, r)
+		// A content redacted, and named by no version since, is gone from the disk.
+		named := map[vfs.Digest]bool{}
+		for _, v := range wantVersions {
+			named[v.SHA256], named[v.Prev] = true, true
+		}
+		for _, d := range redacted {
+			if _, err := os.Stat(filepath.Join(disk, objectName(d))); !named[d] && err == nil {
+				t.Fatalf("the redacted content %s is back on disk", d)
+			}
+		}
 		if err := r.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/next.md"), nil) }); err != nil {
 			t.Fatal(err)
 		}
