@@ -89,32 +89,60 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	if w.boot == h.wal.fs.BootID() {
 		return nil
 	}
-	fsys := ht.fs()
-
-	// The kept contents, written again where missing.
-	contents := map[vfs.Digest][]byte{}
-	for _, r := range w.records {
-		for _, c := range r.C {
-			contents[c.D] = c.B
-			if old, err := readAll(fsys, objectName(c.D)); err == nil && vfs.DigestOf(old) == c.D {
-				continue
-			}
-			if err := ht.makeDirs(h); err != nil {
-				return err
-			}
-			if err := h.wal.fs.WriteFileUnsynced(objectName(c.D), c.B, false); err != nil {
-				return err
-			}
-		}
+	contents, err := ht.recoverContents(h, &w)
+	if err != nil {
+		return err
 	}
-
-	// The history: the log's versions, and the records' that it lost, by number.
-	logData, err := readAll(fsys, historyLogName)
+	logData, err := readAll(ht.fs(), historyLogName)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	ls := logScan{groups: map[uint64]bool{}}
 	ls.scan(logData, 0, false)
+	vs, missing := ht.recoverVersions(&w, &ls)
+	if err := ht.recoverFiles(h, &w, contents); err != nil {
+		return err
+	}
+	// What the records do not account for: the files of changes never acknowledged, and
+	// edits by hand.
+	recovered, err := ht.reconcile(h, vs)
+	if err != nil {
+		return err
+	}
+	if missing || len(recovered) > 0 {
+		h.pruned = ls.pruned
+		if err := ht.rewriteLog(h, append(vs, recovered...)); err != nil {
+			return err
+		}
+	}
+	return ht.checkpointLog(h, true)
+}
+
+// recoverContents writes again the contents the records kept that the disk lost, and
+// returns them all.
+func (ht *historyTx) recoverContents(h *fileHistory, w *walScan) (map[vfs.Digest][]byte, error) {
+	contents := map[vfs.Digest][]byte{}
+	for _, r := range w.records {
+		for _, c := range r.C {
+			contents[c.D] = c.B
+			if old, err := readAll(ht.fs(), objectName(c.D)); err == nil && vfs.DigestOf(old) == c.D {
+				continue
+			}
+			if err := ht.makeDirs(h); err != nil {
+				return nil, err
+			}
+			if err := h.wal.fs.WriteFileUnsynced(objectName(c.D), c.B, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return contents, nil
+}
+
+// recoverVersions returns the history as the log ls and the records of w tell it: the
+// log's versions, and the records' that it lost, by number; missing reports that the log
+// must be written again.
+func (ht *historyTx) recoverVersions(w *walScan, ls *logScan) (vs []vfs.Version, missing bool) {
 	inWAL := map[uint64]bool{}
 	for _, r := range w.records {
 		inWAL[r.G] = true
@@ -135,8 +163,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 			cut[w.records[j].G] = true
 		}
 	}
-	var vs []vfs.Version
-	missing := len(ls.pending) > 0
+	missing = len(ls.pending) > 0
 	for i, v := range ls.versions {
 		if acked(ls.vgroups[i]) {
 			v.Interrupted = v.Interrupted || cut[ls.vgroups[i]]
@@ -162,14 +189,18 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 		}
 	}
 	slices.SortStableFunc(vs, func(a, b vfs.Version) int { return cmp.Compare(a.Seq, b.Seq) })
+	return vs, missing
+}
 
-	// The files: each path the records touched, in order, passes through states (absent,
-	// or a contentRef); a file that shows one of them, but not the last, is set to the last.
-	// So is a file whose content the disk did not keep: the files are written without
-	// flushes, and a crash before the checkpoint can leave a name whose data never reached
-	// the disk: empty with delayed allocation, zeros on some filesystems. (An absent file is
-	// not taken for one: a change that was never acknowledged may have removed it.) A file
-	// that shows anything else was edited by hand since and is left alone.
+// recoverFiles sets the files the records touched to what they say. Each path passes
+// through states (absent, or a contentRef); a file that shows one of them, but not the
+// last, is set to the last. So is a file whose content the disk did not keep: the files are
+// written without flushes, and a crash before the checkpoint can leave a name whose data
+// never reached the disk: empty with delayed allocation, zeros on some filesystems. (An
+// absent file is not taken for one: a change that was never acknowledged may have removed
+// it.) A file that shows anything else was edited by hand since and is left alone.
+func (ht *historyTx) recoverFiles(h *fileHistory, w *walScan, contents map[vfs.Digest][]byte) error {
+	fsys := ht.fs()
 	paths := map[string][]recoveryState{}
 	var order []string
 	step := func(p string, before, after recoveryState) {
@@ -245,20 +276,7 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 			return err
 		}
 	}
-
-	// What the records do not account for: the files of changes never acknowledged, and
-	// edits by hand.
-	recovered, err := ht.reconcile(h, vs)
-	if err != nil {
-		return err
-	}
-	if missing || len(recovered) > 0 {
-		h.pruned = ls.pruned
-		if err := ht.rewriteLog(h, append(vs, recovered...)); err != nil {
-			return err
-		}
-	}
-	return ht.checkpointLog(h, true)
+	return nil
 }
 
 // holdsNoFile reports whether name is a directory with nothing but directories below it.
