@@ -42,15 +42,7 @@ func FuzzMachineCrash(f *testing.F) {
 		// versions a file (0: all).
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		opts := vfs.WithHistory(vfs.HistoryConfig{MaxVersions: int(who >> 32 & 3), Now: func() time.Time { return clock }})
-		var stores [2]*vfs.Store
-		for i := range stores {
-			s, err := OpenOSStore(live, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			stores[i] = s
-		}
+		stores := [2]*vfs.Store{openOSStore(t, live, opts), openOSStore(t, live, opts)}
 		disk := ""
 		var redacted []vfs.Digest
 		var since []map[string]string // the files after each step since the checkpoint
@@ -138,11 +130,7 @@ func FuzzMachineCrash(f *testing.F) {
 				}
 			}
 		}
-		r, err := OpenOSStore(disk, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		r := openOSStore(t, disk, opts)
 		if got := treeOf(t, disk); !maps.Equal(got, want) {
 			t.Fatalf("files after recovery:\n got %v\nwant %v", got, want)
 		}

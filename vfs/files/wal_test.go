@@ -219,11 +219,7 @@ func TestWALRecoveryKeepsWhatTheOptionsKeep(t *testing.T) {
 	needWAL(t)
 	live := t.TempDir()
 	long := vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) }})
-	s, err := OpenOSStore(live, long)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOSStore(t, live, long)
 	checkpointNow(t, s)
 	disk := copyTree(t, live)
 	for i, text := range []string{"one", "two", "three"} {
@@ -238,14 +234,21 @@ func TestWALRecoveryKeepsWhatTheOptionsKeep(t *testing.T) {
 	}
 	want := versionsOf(t, s)
 	crashDisk(t, disk, live)
-	r, err := OpenOSStore(disk, vfs.WithHistory(vfs.HistoryConfig{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openOSStore(t, disk, vfs.WithHistory(vfs.HistoryConfig{}))
 	if got := versionsOf(t, r); jsonOf(got) != jsonOf(want) {
 		t.Errorf("history after recovery:\n got %s\nwant %s", jsonOf(got), jsonOf(want))
 	}
+}
+
+// openOSStore opens the os store in dir, closed when the test ends.
+func openOSStore(t *testing.T, dir string, opts ...vfs.Option) *vfs.Store {
+	t.Helper()
+	s, err := OpenOSStore(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // needWAL skips a test where the write-ahead log is off.
@@ -857,16 +860,7 @@ func TestWALSharedBetweenStores(t *testing.T) {
 func TestWALSharedAfterARead(t *testing.T) {
 	needWAL(t)
 	live := t.TempDir()
-	var stores []*vfs.Store
-	for range 2 {
-		s, err := OpenOSStore(live)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
-	}
-	a, b := stores[0], stores[1]
+	a, b := openOSStore(t, live), openOSStore(t, live)
 	ctx := context.Background()
 	create := func(s *vfs.Store, name string) {
 		t.Helper()
@@ -908,11 +902,7 @@ func TestWALSharedAfterARead(t *testing.T) {
 	exportImports(t, b)
 	crashDisk(t, disk, live)
 
-	r, err := OpenOSStore(disk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openOSStore(t, disk)
 	if got := treeOf(t, disk); !maps.Equal(got, want) {
 		t.Errorf("files after recovery:\n got %v\nwant %v", got, want)
 	}
@@ -1220,11 +1210,7 @@ func TestWALRecoveryClearsTheWay(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			live := t.TempDir()
-			s, err := OpenOSStore(live)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openOSStore(t, live)
 			ctx := context.Background()
 			if err := s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/e/f/c.md"), []byte("c")) }); err != nil {
 				t.Fatal(err)
@@ -1239,11 +1225,7 @@ func TestWALRecoveryClearsTheWay(t *testing.T) {
 			want := treeOf(t, live)
 			crashDisk(t, disk, live)
 			tc.disk(disk)
-			r, err := OpenOSStore(disk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
+			r := openOSStore(t, disk)
 			if tc.want != nil {
 				want = tc.want
 			}
@@ -1262,11 +1244,7 @@ func TestWALRecoveryClearsTheWay(t *testing.T) {
 func TestCheckpointPassesOverPathsThroughAFile(t *testing.T) {
 	needWAL(t)
 	live := t.TempDir()
-	s, err := OpenOSStore(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOSStore(t, live)
 	ctx := context.Background()
 	checkpointNow(t, s)
 	disk := copyTree(t, live)
