@@ -471,13 +471,7 @@ func quotedNumbers(v any) any {
 func TestSSEResponsesTakeNoSlot(t *testing.T) {
 	lim := Limits{Requests: 64, PerTenant: 64, SmallRequests: 64, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 2, QueuePerTenant: 1, Wait: time.Second}
 	url, _ := testGate(t, HTTPOptions{Transport: "sse", Limits: lim}, nil, "")
-	resp, err := http.Get(url + "/sse")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := bufio.NewReader(resp.Body)
-	endpoint := sseEndpoint(t, events)
+	_, events, endpoint := openSSE(t, url)
 	for i := range 5 {
 		for _, body := range []string{
 			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i),
@@ -506,6 +500,22 @@ func TestSSEResponsesTakeNoSlot(t *testing.T) {
 			break
 		}
 	}
+}
+
+// openSSE opens a legacy SSE session (its stream closed when the test ends) and reads its
+// message endpoint.
+func openSSE(t *testing.T, url string) (*http.Response, *bufio.Reader, string) {
+	t.Helper()
+	resp, err := http.Get(url + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("an SSE session: status %d", resp.StatusCode)
+	}
+	events := bufio.NewReader(resp.Body)
+	return resp, events, sseEndpoint(t, events)
 }
 
 // sseEndpoint reads a legacy SSE stream up to its first event, which names the session's
@@ -570,13 +580,7 @@ func TestSSEListenStreamsEndWithTheirSession(t *testing.T) {
 func TestSSERefusedListensGiveTheirStreamBack(t *testing.T) {
 	lim := Limits{Requests: 64, PerTenant: 64, SmallRequests: 64, RequestBytes: 1 << 20, Streams: 2, StreamsPerTenant: 2, Pending: 8, QueuePerTenant: 1, Wait: time.Second}
 	url, s := testGate(t, HTTPOptions{Transport: "sse", Limits: lim}, nil, "")
-	resp, err := http.Get(url + "/sse")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := bufio.NewReader(resp.Body)
-	endpoint := sseEndpoint(t, events)
+	resp, events, endpoint := openSSE(t, url)
 	// next returns the id of the next response on the stream, or the method of a notification.
 	next := func() string {
 		for {
