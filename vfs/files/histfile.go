@@ -41,7 +41,8 @@ const (
 )
 
 // fileHistory is what an AferoStorage knows of its history between write transactions,
-// which run one at a time (so it needs no lock of its own).
+// which run one at a time (so it needs no lock of its own; a read that notices another
+// process sets stale under cacheMu, and never runs beside a change).
 type fileHistory struct {
 	cfg vfs.HistoryConfig
 

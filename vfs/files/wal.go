@@ -116,7 +116,8 @@ type walState struct {
 	// moved away with the history's directory).
 	reopen atomic.Bool
 
-	// Where records go (only touched under the store's exclusive lock).
+	// Where records go (only touched under the store's exclusive lock; stale also by a
+	// read that notices another process, under cacheMu, never beside a change).
 	end   int64  // the next record's offset; -1: unknown (see locate)
 	size  int64  // the log's size, zeros past end
 	cycle string // the header's Cycle
