@@ -2,6 +2,7 @@ package files
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,5 +201,65 @@ func TestExpireLeavesNamesNoPathCanHold(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%q: %v", name, err)
 		}
+	}
+}
+
+// The journal stays bounded: once it has grown past accessJournalMax, the next change folds
+// it into the snapshot at once, and so does a view (through an exclusive transaction of its
+// own). Either way the journal is gone and the snapshot holds each file's latest event.
+func TestAccessJournalFoldedPastItsBound(t *testing.T) {
+	for _, by := range []string{"change", "view"} {
+		t.Run(by, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "m")
+			clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			s := openTracked(t, dir, clock)
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("a")) }); err != nil {
+				t.Fatal(err)
+			}
+			// An earlier era's views of a.md fill the journal past its bound.
+			var filler strings.Builder
+			for filler.Len() <= accessJournalMax {
+				filler.WriteString("t\t1700000000\ta.md\n")
+			}
+			f, err := os.OpenFile(filepath.Join(dir, accessJournalName), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(filler.String())
+			f.Close()
+
+			clock.advance(time.Hour)
+			if by == "change" {
+				err = s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/b.md"), []byte("b")) })
+			} else {
+				err = s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.ReadFile(vfs.MustResolve("/memories/a.md")); return err })
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, accessJournalName)); !os.IsNotExist(err) {
+				t.Errorf("after a %s, the journal over its bound is still there (%v)", by, err)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, accessName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec map[string]int64
+			if err := json.Unmarshal(data, &rec); err != nil {
+				t.Fatal(err)
+			}
+			last := clock.now().Unix()
+			want := map[string]int64{"a.md": last - 3600}
+			if by == "change" {
+				want["b.md"] = last
+			} else {
+				want["a.md"] = last
+			}
+			if diff := cmp.Diff(want, rec); diff != "" {
+				t.Errorf("snapshot after a %s (-want +got):\n%s", by, diff)
+			}
+		})
 	}
 }
