@@ -590,3 +590,41 @@ func TestTenantSharesOfThePage(t *testing.T) {
 	m.json(m.do("GET", "/ui/api/tree", nil, nil), 200, nil)
 	first.json(first.do("GET", "/ui/api/tree", nil, nil), 401, nil)
 }
+
+// Logging out ends that session at once: its live stream closes and its cookie is refused,
+// while another session of the same memory goes on.
+func TestLogout(t *testing.T) {
+	p := newPage(t)
+	other := &page{t: t, srv: p.srv, ui: p.ui, h: p.h}
+	other.login()
+	p.login()
+	events := p.stream()
+	p.json(p.do("POST", "/ui/api/logout", map[string]any{}, nil), 200, nil)
+	deadline := time.After(10 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-events.lines:
+		case <-deadline:
+			t.Fatal("the live stream is still open 10 s after logging out")
+		}
+	}
+	p.json(p.do("GET", "/ui/api/tree", nil, nil), 401, nil)
+	p.json(p.do("POST", "/ui/api/save", map[string]any{"path": "/memories/b.md", "text": "x", "sha256": ""}, nil), 401, nil)
+	other.json(other.do("GET", "/ui/api/tree", nil, nil), 200, nil)
+	if got := p.memory(); got != "/memories/a.md=first\n;" {
+		t.Errorf("memory after logging out: %s", got)
+	}
+}
+
+// A version that is not a number is refused with a message that asks for one.
+func TestVersionArguments(t *testing.T) {
+	p := newPage(t)
+	p.login()
+	for _, q := range []string{"show?path=/memories/a.md&seq=x", "show?path=/memories/a.md", "diff?path=/memories/a.md&a=1&b=-2"} {
+		res := p.do("GET", "/ui/api/"+q, nil, nil)
+		data, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(data), "a version number is needed") {
+			t.Errorf("%s: %d %s", q, res.StatusCode, data)
+		}
+	}
+}
