@@ -22,26 +22,35 @@ import (
 // Every backend tells the same story: whatever the model's commands, a person's writes and
 // deletes, and restores do, each answer on the os, overlay and PostgreSQL backends is the
 // one the memory backend gives, to the byte (show, diff and log included), and so are the
-// files, the history and the export after them. Each op is two bytes: what to do, and on which of a few paths (files
-// and directories that may take each other's place).
+// files, the history and the export after them. Each op is two bytes: what to do, and on
+// which of a few paths (files and directories that may take each other's place). The
+// limits are the same on every backend too (cfg picks tight ones, see tightLimits): the
+// same calls are refused, with the same sizes in the message, and pruning keeps the same
+// versions.
 func FuzzBackendsAgree(f *testing.F) {
-	f.Add([]byte{1, 0, 0, 0, 10, 2, 5, 13, 0, 2, 4, 6})
-	f.Add([]byte{1, 2, 1, 4, 0, 1, 5, 26, 19, 2, 8, 4, 0, 1})
-	f.Add([]byte{1, 2, 7, 3, 12, 30, 21, 1, 4, 1, 8, 0, 0, 0})
-	f.Add([]byte{10, 2, 14, 1, 23, 4, 5, 9, 0, 3, 17, 2, 8, 2, 6, 2})
+	f.Add([]byte{1, 0, 0, 0, 10, 2, 5, 13, 0, 2, 4, 6}, uint8(0))
+	f.Add([]byte{1, 2, 1, 4, 0, 1, 5, 26, 19, 2, 8, 4, 0, 1}, uint8(0))
+	f.Add([]byte{1, 2, 7, 3, 12, 30, 21, 1, 4, 1, 8, 0, 0, 0}, uint8(0))
+	f.Add([]byte{10, 2, 14, 1, 23, 4, 5, 9, 0, 3, 17, 2, 8, 2, 6, 2}, uint8(0))
+	f.Add([]byte{1, 0, 3, 0, 3, 0, 3, 0, 1, 5, 3, 5, 2, 0, 10, 0, 11, 0}, uint8(0b1111111))
+	f.Add([]byte{1, 0, 3, 0, 3, 0, 7, 0, 3, 0, 9, 0, 10, 0, 2, 0}, uint8(0b0010100))
+	f.Add([]byte{1, 0, 3, 0, 3, 0, 7, 0, 3, 0, 9, 0, 10, 0, 2, 0, 11, 0}, uint8(0b10010100))
+	f.Add([]byte{1, 0, 1, 5, 3, 0, 7, 5, 3, 0, 2, 5, 10, 0, 5, 5, 11, 2}, uint8(0b11101000))
 	dsn := vfstest.PostgresDSN(f)
 	db, err := postgres.Open(context.Background(), dsn, true)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(db.Close)
-	f.Fuzz(func(t *testing.T, ops []byte) {
+	f.Fuzz(func(t *testing.T, ops []byte, cfg uint8) {
 		if len(ops) > 48 {
 			return
 		}
 		ctx := context.Background()
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
+		limits, keep, tick := tightLimits(cfg)
+		keep.Now = func() time.Time { return clock }
+		opts := []vfs.Option{vfs.WithHistory(keep)}
 		ov, err := files.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +65,7 @@ func FuzzBackendsAgree(f *testing.F) {
 		kinds := []string{"memory", "os", "overlay", "postgres"}
 		var mems []*handlers.Memory
 		for _, st := range stores {
-			mems = append(mems, handlers.New(st, handlers.DefaultLimits()))
+			mems = append(mems, handlers.New(st, limits))
 		}
 		// agree runs one step on every backend and fails unless each says what the memory
 		// backend says.
@@ -69,8 +78,37 @@ func FuzzBackendsAgree(f *testing.F) {
 				}
 			}
 		}
-		agreeingSteps(t, ops, &clock, agree)
+		agreeingSteps(t, ops, &clock, tick, agree)
 	})
+}
+
+// tightLimits returns the limits, the history's bounds and the clock's tick per step that
+// cfg picks, each bit a bound small enough for a few steps to reach: a file's bytes, the
+// store's, what a view shows, the versions kept per path (two bits), the history's bytes,
+// its age (three ticks); the last bit makes a tick an hour (pruning's longest interval)
+// rather than a minute.
+func tightLimits(cfg uint8) (handlers.Limits, vfs.HistoryConfig, time.Duration) {
+	limits, keep, tick := handlers.DefaultLimits(), vfs.HistoryConfig{}, time.Minute
+	if cfg&128 != 0 {
+		tick = time.Hour
+	}
+	if cfg&1 != 0 {
+		limits.MaxFileBytes = 16
+	}
+	if cfg&2 != 0 {
+		limits.MaxStoreBytes = 30
+	}
+	if cfg&4 != 0 {
+		limits.MaxViewChars = 24
+	}
+	keep.MaxVersions = int(cfg >> 3 & 3)
+	if cfg&32 != 0 {
+		keep.MaxBytes = 24
+	}
+	if cfg&64 != 0 {
+		keep.MaxAge = 3 * tick
+	}
+	return limits, keep, tick
 }
 
 // Two processes sharing one store, taking turns, act as one store: whichever of them does
@@ -166,13 +204,13 @@ func takingTurns(t *testing.T, ops []byte, who uint64, open func([]vfs.Option) [
 		}
 		steps++
 	}
-	agreeingSteps(t, ops, &clock, agree)
+	agreeingSteps(t, ops, &clock, time.Minute, agree)
 }
 
 // agreeingSteps runs ops, two bytes each, through agree, which does each step on every
 // memory compared and fails unless they say the same; then it compares the files, the
-// listing, the history and the export. Each step advances clock.
-func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, agree func(what string, step func(h *handlers.Memory) string)) {
+// listing, the history and the export. Each step advances clock by tick.
+func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, tick time.Duration, agree func(what string, step func(h *handlers.Memory) string)) {
 	t.Helper()
 	ctx := context.Background()
 	names := []string{"a.md", "d", "d/b.md", "d/e", "d/e/c.md", "f.md"}
@@ -187,7 +225,7 @@ func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, agree func(what s
 		return s
 	}
 	for i := 0; i+1 < len(ops); i += 2 {
-		*clock = clock.Add(time.Minute)
+		*clock = clock.Add(tick)
 		a, b := int(ops[i]), int(ops[i+1])
 		p, q := "/memories/"+names[b%len(names)], "/memories/"+names[b/len(names)%len(names)]
 		var input map[string]any
@@ -244,7 +282,7 @@ func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, agree func(what s
 				diff, err := h.Diff(ctx, p, seq)
 				return fmt.Sprintf("%q %v", diff, err)
 			})
-			at := clock.Add(-time.Duration(b) * time.Minute / 4)
+			at := clock.Add(-time.Duration(b) * tick / 4)
 			agree(fmt.Sprintf("restore %s to %v", p, at), func(h *handlers.Memory) string {
 				res, err := h.RestoreAt(ctx, p, at)
 				return fmt.Sprintf("%+v %v", res, err)

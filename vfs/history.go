@@ -187,8 +187,26 @@ type HistoryConfig struct {
 	Now func() time.Time
 }
 
-// PruneEvery is how many versions a store appends between two pruning passes.
-const PruneEvery = 1000
+// Pruning runs in passes, since a pass reads every version: at a process's first change, at
+// least every PruneInterval while the store changes, and in between every PruneEvery
+// versions when something may be over a limit (every PruneEvery/100 while the contents are
+// over budget).
+const (
+	PruneEvery    = 1000
+	PruneInterval = time.Hour
+)
+
+// PruneDue reports whether a pruning pass is due after a change, by the rule above: last is
+// when this process's last pass ran (zero: none yet), since the versions recorded after it,
+// bytes and oldest the history's contents and its oldest version's time now (needed only
+// once since is PruneEvery/100 or more).
+func (c HistoryConfig) PruneDue(last time.Time, since int, bytes int64, oldest time.Time) bool {
+	now := c.Clock()
+	overBudget := c.MaxBytes > 0 && bytes > c.MaxBytes
+	mayPrune := overBudget || c.MaxVersions > 0 || c.MaxAge > 0 && !oldest.IsZero() && now.Sub(oldest) > c.MaxAge
+	return last.IsZero() || now.Sub(last) >= PruneInterval ||
+		mayPrune && since >= PruneEvery || overBudget && since >= PruneEvery/100
+}
 
 // DefaultHistory is the history a store keeps unless told otherwise: half a year, and at
 // most 256 MiB of contents.

@@ -35,9 +35,6 @@ const (
 	historyLogName = historyDir + "/log"
 	historyObjects = historyDir + "/objects"
 	historyFormat  = 1
-	// pruneInterval is how long at most pruning passes are apart while the store changes
-	// (see vfs.PruneEvery).
-	pruneInterval = time.Hour
 )
 
 // fileHistory is what an AferoStorage knows of its history between write transactions,
@@ -455,9 +452,8 @@ func (ht *historyTx) rewriteLog(h *fileHistory, vs []vfs.Version) error {
 	return nil
 }
 
-// afterCommit prunes the history when a pass is due: every vfs.PruneEvery versions, every
-// pruneInterval, at the first change in the process, and while over the byte budget.
-// Failing to prune is no failure of the change: the next pass tries again.
+// afterCommit prunes the history when a pass is due (vfs.HistoryConfig.PruneDue). Failing
+// to prune is no failure of the change: the next pass tries again.
 func (ht *historyTx) afterCommit() {
 	h := ht.tx.s.history
 	if !ht.wrote || !h.loaded {
@@ -466,18 +462,10 @@ func (ht *historyTx) afterCommit() {
 	if h.wal != nil && h.wal.due {
 		ht.checkpoint(h) // failing, it stays due
 	}
-	now := h.cfg.Clock()
-	// Between the passes at start and every pruneInterval, a pass every vfs.PruneEvery versions
-	// runs only when it may drop something: it reads every version, which at 50,000 of
-	// them costs more than the thousand changes it follows.
-	overBudget := h.cfg.MaxBytes > 0 && h.bytes > h.cfg.MaxBytes
-	mayPrune := overBudget || h.cfg.MaxVersions > 0 ||
-		h.cfg.MaxAge > 0 && !h.oldest.IsZero() && now.Sub(h.oldest) > h.cfg.MaxAge
-	due := h.lastPrune.IsZero() || now.Sub(h.lastPrune) >= pruneInterval ||
-		mayPrune && h.appended >= vfs.PruneEvery || overBudget && h.appended >= vfs.PruneEvery/100
-	if !due {
+	if !h.cfg.PruneDue(h.lastPrune, h.appended, h.bytes, h.oldest) {
 		return
 	}
+	now := h.cfg.Clock()
 	h.lastPrune, h.appended = now, 0
 	ctx := context.Background()
 	vs, err := ht.Versions(ctx)

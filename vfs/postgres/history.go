@@ -228,38 +228,26 @@ func (h *pgHistory) dropContents(ctx context.Context, cond string, args ...any) 
 	return pgErr(ctx, err)
 }
 
-// pruneIfDue prunes the history by its limits when something may be over them: at a
-// process's first change, every vfs.PruneEvery versions, and whenever the contents are over
-// budget, a version is older than the age limit, or a file has more versions than allowed.
+// pruneIfDue prunes the history by its limits when a pass is due
+// (vfs.HistoryConfig.PruneDue), inside the change's transaction.
 func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 	s := h.tx.s
 	s.mu.Lock()
-	due := !s.pruned || s.since >= vfs.PruneEvery
+	last, since := s.lastPrune, s.since
 	s.mu.Unlock()
-	if !due && h.cfg.MaxBytes > 0 {
-		var bytes int64
-		if err := h.tx.tx.QueryRow(ctx, "SELECT history_bytes FROM memory_mcp_stores WHERE id = $1", s.id).Scan(&bytes); err != nil {
+	var bytes int64
+	var oldest time.Time
+	if !last.IsZero() && since >= vfs.PruneEvery/100 {
+		var first *time.Time
+		if err := h.tx.tx.QueryRow(ctx, `SELECT history_bytes, (SELECT min(time) FROM memory_mcp_versions WHERE store = $1)
+			FROM memory_mcp_stores WHERE id = $1`, s.id).Scan(&bytes, &first); err != nil {
 			return err
 		}
-		due = bytes > h.cfg.MaxBytes
-	}
-	if !due && h.cfg.MaxAge > 0 {
-		var oldest *time.Time
-		if err := h.tx.tx.QueryRow(ctx, "SELECT min(time) FROM memory_mcp_versions WHERE store = $1", s.id).Scan(&oldest); err != nil {
-			return err
+		if first != nil {
+			oldest = *first
 		}
-		due = oldest != nil && h.cfg.Clock().Sub(*oldest) > h.cfg.MaxAge
 	}
-	if !due && h.cfg.MaxVersions > 0 {
-		var most int
-		if err := h.tx.tx.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM memory_mcp_versions
-			WHERE store = $1 AND path IN (SELECT CASE WHEN kind = 'moved' THEN new_path ELSE path END FROM memory_mcp_versions WHERE store = $1 AND seq = $2)
-			GROUP BY CASE WHEN kind = 'moved' THEN new_path ELSE path END) c`, s.id, int64(h.seq)).Scan(&most); err != nil {
-			return err
-		}
-		due = most > h.cfg.MaxVersions
-	}
-	if !due {
+	if !h.cfg.PruneDue(last, since, bytes, oldest) {
 		return nil
 	}
 	vs, ids, err := h.versions(ctx)
@@ -298,7 +286,7 @@ func (h *pgHistory) pruneIfDue(ctx context.Context) error {
 		}
 	}
 	s.mu.Lock()
-	s.pruned, s.since = true, 0
+	s.lastPrune, s.since = h.cfg.Clock(), 0
 	s.mu.Unlock()
 	return nil
 }

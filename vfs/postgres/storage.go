@@ -44,11 +44,11 @@ type Storage struct {
 	readOnly bool
 	history  *vfs.HistoryConfig // nil when the store keeps no history
 
-	mu     sync.Mutex
-	gen    int64            // the store's generation as this value last knew it
-	now    func() time.Time // access tracking's clock; nil when not tracked
-	pruned bool             // a prune ran since this value was opened
-	since  int              // versions recorded since the last prune
+	mu        sync.Mutex
+	gen       int64            // the store's generation as this value last knew it
+	now       func() time.Time // access tracking's clock; nil when not tracked
+	lastPrune time.Time        // when this value last pruned (zero: not yet)
+	since     int              // versions recorded since the last prune
 }
 
 // Migrate brings the schema of the database of dsn up to date and returns its
