@@ -216,7 +216,8 @@ func (ht *historyTx) Record(ctx context.Context, vs []vfs.Version) (err error) {
 		return err
 	}
 	if ht.seq == 0 {
-		ht.seq, ht.time = h.lastSeq+1, h.cfg.Clock().UTC()
+		// After the last version, and after any pruned: the newest may have been.
+		ht.seq, ht.time = max(h.lastSeq, h.pruned)+1, h.cfg.Clock().UTC()
 	}
 	h.lastGroup++
 	ht.groupID = h.lastGroup

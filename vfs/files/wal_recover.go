@@ -105,12 +105,12 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	}
 	// What the records do not account for: the files of changes never acknowledged, and
 	// edits by hand.
+	h.pruned = ls.pruned
 	recovered, err := ht.reconcile(h, vs)
 	if err != nil {
 		return err
 	}
 	if missing || len(recovered) > 0 {
-		h.pruned = ls.pruned
 		if err := ht.rewriteLog(h, append(vs, recovered...)); err != nil {
 			return err
 		}
@@ -310,7 +310,7 @@ type recoveryState struct {
 // is not compared, and a name no path may hold is not recorded.
 func (ht *historyTx) reconcile(h *fileHistory, vs []vfs.Version) ([]vfs.Version, error) {
 	state := map[string]contentRef{}
-	var seq uint64
+	seq := h.pruned // a pruned number is never used again
 	for _, v := range vs {
 		seq = max(seq, v.Seq)
 		switch v.Kind {

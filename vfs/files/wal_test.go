@@ -1313,3 +1313,41 @@ func TestCheckpointFlushesWhatTheLogNames(t *testing.T) {
 		t.Errorf("the log after the checkpoint holds %q (%v)", bytes.TrimRight(data, "\x00"), err)
 	}
 }
+
+// Recovery numbers what it records after every number the history used, pruned ones
+// included: here the newest versions (a big file's, deleted) were pruned before the crash,
+// and a file made by hand is found by the recovery of a change that failed: it is recorded
+// as the next number, not as one used before.
+func TestWALRecoveryNumbersAfterThePruned(t *testing.T) {
+	needWAL(t)
+	live := t.TempDir()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	opt := vfs.WithHistory(vfs.HistoryConfig{MaxBytes: 1 << 10, Now: func() time.Time { clock = clock.Add(time.Hour); return clock }})
+	s := openOSStore(t, live, opt)
+	big := vfs.MustResolve("/memories/big.md")
+	for _, change := range []func(tx *vfs.Tx) error{
+		func(tx *vfs.Tx) error { return tx.CreateFile(big, bytes.Repeat([]byte("x"), 4<<10)) },
+		func(tx *vfs.Tx) error { return tx.RemoveAll(big) },
+	} {
+		if err := s.Update(context.Background(), change); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if vs := versionsOf(t, s); len(vs) != 0 {
+		t.Fatalf("versions left after pruning: %s", jsonOf(vs))
+	}
+	os.WriteFile(filepath.Join(live, "hand.md"), []byte("by hand"), 0o600)
+	checkpointNow(t, s)
+	disk := copyTree(t, live)
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error {
+		return tx.CreateFile(vfs.MustResolve("/memories/hand.md/below.md"), []byte("x"))
+	}); err == nil {
+		t.Fatal("a create below a file succeeded")
+	}
+	crashDisk(t, disk, live)
+	r := openOSStore(t, disk, opt)
+	vs := versionsOf(t, r)
+	if len(vs) != 1 || vs[0].Command != "recover" || vs[0].Seq != 3 {
+		t.Errorf("versions after recovery: %s, want the file found as version 3", jsonOf(vs))
+	}
+}

@@ -111,7 +111,8 @@ func (h *pgHistory) Import(ctx context.Context, vs []vfs.Version, pruned uint64)
 		}
 		last = max(last, vs[i].Seq)
 	}
-	_, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_stores SET next_seq = greatest(next_seq, $2), pruned = $3 WHERE id = $1", h.tx.s.id, int64(last)+1, int64(pruned))
+	// The next number comes after the last version and after any pruned: the newest may have been.
+	_, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_stores SET next_seq = greatest(next_seq, $2), pruned = $3 WHERE id = $1", h.tx.s.id, int64(max(last, pruned))+1, int64(pruned))
 	return pgErr(ctx, err)
 }
 

@@ -36,14 +36,16 @@ func TestHistory(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vf
 }
 
 // testPrunedTravels prunes, and checks that the history keeps the highest number it
-// dropped, and that an export carries it to the store it is imported into.
+// dropped, and that an export carries it to the store it is imported into. The newest
+// versions may be dropped too (a deleted file's, over the byte budget): their numbers are
+// never used again, by the store or by the one it is imported into.
 func testPrunedTravels(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConfig) vfs.Storage) {
 	ctx := context.Background()
 	var stores [2]*hist
 	for i := range stores {
 		clock := &fakeClock{}
 		clock.t.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-		st := open(t, vfs.HistoryConfig{MaxVersions: 1, Now: clock.now})
+		st := open(t, vfs.HistoryConfig{MaxVersions: 1, MaxBytes: 2 << 10, Now: clock.now})
 		t.Cleanup(func() { st.Close() })
 		stores[i] = &hist{t: t, s: vfs.NewStore(st), clock: clock}
 	}
@@ -65,6 +67,11 @@ func testPrunedTravels(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConf
 	if n := pruned(a); n != 2 {
 		t.Errorf("pruned up to %d, want 2 (versions: %+v)", n, a.brief(a.versions()))
 	}
+	a.create("/memories/big", strings.Repeat("x", 4<<10))
+	a.remove("/memories/big")
+	if n := pruned(a); n != 6 {
+		t.Errorf("after a big file's delete, pruned up to %d, want 6 (versions: %+v)", n, a.brief(a.versions()))
+	}
 	var stream bytes.Buffer
 	if err := a.s.Export(ctx, &stream, true); err != nil {
 		t.Fatal(err)
@@ -72,8 +79,13 @@ func testPrunedTravels(t *testing.T, open func(t *testing.T, cfg vfs.HistoryConf
 	if _, err := b.s.Import(ctx, bytes.NewReader(stream.Bytes()), vfs.ImportLimits{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := pruned(b); n != 2 {
-		t.Errorf("after import, pruned up to %d, want 2", n)
+	if n := pruned(b); n != 6 {
+		t.Errorf("after import, pruned up to %d, want 6", n)
+	}
+	for name, h := range map[string]*hist{"the store": a, "the store imported into": b} {
+		if v := h.create("/memories/next", "n").Version; v != 7 {
+			t.Errorf("%s numbers the next change %d, want 7: a pruned number is used again", name, v)
+		}
 	}
 }
 
