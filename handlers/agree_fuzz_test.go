@@ -115,21 +115,23 @@ func tightLimits(cfg uint8) (handlers.Limits, vfs.HistoryConfig, time.Duration) 
 // each step (bit k of who picks it for the k-th), every answer, the files, the history and
 // the export are what a single memory store gives. Both are asked at the end. A read or a
 // refused change by one, between the other's changes, must not make it forget them. The
-// pairs: two os stores on one directory, two overlays on the same layers.
+// pairs: two os stores on one directory, two overlays on the same layers. Each keeps to the
+// store's limits (cfg's first three bits, see tightLimits) whatever the other has written.
 func FuzzTwoProcesses(f *testing.F) {
-	f.Add([]byte{1, 0, 1, 5, 1, 2, 0, 0, 1, 4}, uint64(0b11010))
-	f.Add([]byte{1, 0, 0, 0, 1, 2, 4, 0, 1, 0}, uint64(0b10110))
-	f.Add([]byte{1, 2, 1, 2, 0, 2, 1, 4, 9, 0, 10, 2}, uint64(0b101010))
-	f.Add([]byte{1, 0, 5, 12, 1, 0, 2, 0, 7, 1, 8, 1, 11, 0}, uint64(0b1100110))
-	f.Fuzz(func(t *testing.T, ops []byte, who uint64) {
+	f.Add([]byte{1, 0, 1, 5, 1, 2, 0, 0, 1, 4}, uint64(0b11010), uint8(0))
+	f.Add([]byte{1, 0, 0, 0, 1, 2, 4, 0, 1, 0}, uint64(0b10110), uint8(0))
+	f.Add([]byte{1, 2, 1, 2, 0, 2, 1, 4, 9, 0, 10, 2}, uint64(0b101010), uint8(0))
+	f.Add([]byte{1, 0, 5, 12, 1, 0, 2, 0, 7, 1, 8, 1, 11, 0}, uint64(0b1100110), uint8(0))
+	f.Add([]byte{1, 0, 1, 5, 3, 0, 3, 5, 3, 0, 7, 2, 3, 5, 1, 2}, uint64(0b10101010), uint8(3))
+	f.Fuzz(func(t *testing.T, ops []byte, who uint64, cfg uint8) {
 		if len(ops) > 48 {
 			return
 		}
-		takingTurns(t, ops, who, func(opts []vfs.Option) [2]*vfs.Store {
+		takingTurns(t, ops, who, cfg, func(opts []vfs.Option) [2]*vfs.Store {
 			dir := t.TempDir()
 			return [2]*vfs.Store{openOS(t, dir, opts...), openOS(t, dir, opts...)}
 		})
-		takingTurns(t, ops, who, func(opts []vfs.Option) [2]*vfs.Store {
+		takingTurns(t, ops, who, cfg, func(opts []vfs.Option) [2]*vfs.Store {
 			lower, upper := t.TempDir(), t.TempDir()
 			var pair [2]*vfs.Store
 			for i := range pair {
@@ -147,8 +149,9 @@ func FuzzTwoProcesses(f *testing.F) {
 
 // The same for two replicas of one PostgreSQL store.
 func FuzzTwoReplicas(f *testing.F) {
-	f.Add([]byte{1, 0, 1, 5, 1, 2, 0, 0, 1, 4}, uint64(0b11010))
-	f.Add([]byte{1, 2, 1, 2, 0, 2, 1, 4, 9, 0, 10, 2}, uint64(0b101010))
+	f.Add([]byte{1, 0, 1, 5, 1, 2, 0, 0, 1, 4}, uint64(0b11010), uint8(0))
+	f.Add([]byte{1, 2, 1, 2, 0, 2, 1, 4, 9, 0, 10, 2}, uint64(0b101010), uint8(0))
+	f.Add([]byte{1, 0, 1, 5, 3, 0, 3, 5, 3, 0, 7, 2, 3, 5, 1, 2}, uint64(0b10101010), uint8(3))
 	dsn := vfstest.PostgresDSN(f)
 	var dbs [2]*postgres.DB
 	for i := range dbs {
@@ -159,11 +162,11 @@ func FuzzTwoReplicas(f *testing.F) {
 		f.Cleanup(db.Close)
 		dbs[i] = db
 	}
-	f.Fuzz(func(t *testing.T, ops []byte, who uint64) {
+	f.Fuzz(func(t *testing.T, ops []byte, who uint64, cfg uint8) {
 		if len(ops) > 48 {
 			return
 		}
-		takingTurns(t, ops, who, func(opts []vfs.Option) [2]*vfs.Store {
+		takingTurns(t, ops, who, cfg, func(opts []vfs.Option) [2]*vfs.Store {
 			name := vfstest.UniqueName(t)
 			var pair [2]*vfs.Store
 			for i, db := range dbs {
@@ -180,15 +183,17 @@ func FuzzTwoReplicas(f *testing.F) {
 }
 
 // takingTurns runs ops on a pair of stores opened by open, who choosing which one does each
-// step, against a memory store.
-func takingTurns(t *testing.T, ops []byte, who uint64, open func([]vfs.Option) [2]*vfs.Store) {
+// step, against a memory store, under the limits of cfg's first three bits (the history's
+// are left out: each process prunes on its own schedule).
+func takingTurns(t *testing.T, ops []byte, who uint64, cfg uint8, open func([]vfs.Option) [2]*vfs.Store) {
 	t.Helper()
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
-	one := handlers.New(files.NewMemoryStore(opts...), handlers.DefaultLimits())
+	limits, _, _ := tightLimits(cfg & 7)
+	one := handlers.New(files.NewMemoryStore(opts...), limits)
 	var both [2]*handlers.Memory
 	for i, st := range open(opts) {
-		both[i] = handlers.New(st, handlers.DefaultLimits())
+		both[i] = handlers.New(st, limits)
 	}
 	steps := 0
 	agree := func(what string, step func(h *handlers.Memory) string) {
