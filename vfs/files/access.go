@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,10 +278,19 @@ func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 		return nil, err
 	}
 	now := a.now().Unix()
+	var forgotten []string
 	for name := range rec {
 		if !files[name] {
 			delete(rec, name)
 			tx.forget(name)
+			forgotten = append(forgotten, name)
+		}
+	}
+	// A forget takes everything below its name: a file below one (a name that is a
+	// directory now, after a rename of one or an edit by hand) is recorded again, as it was.
+	for name, sec := range rec {
+		if slices.ContainsFunc(forgotten, func(f string) bool { return strings.HasPrefix(name, f+"/") }) {
+			tx.journal = append(tx.journal, accessTouch+"\t"+strconv.FormatInt(sec, 10)+"\t"+name+"\n")
 		}
 	}
 	for name := range files {

@@ -263,3 +263,33 @@ func TestAccessJournalFoldedPastItsBound(t *testing.T) {
 		})
 	}
 }
+
+// A file in a renamed directory keeps its record through an expiry pass: the pass used to
+// forget the directory's own name (which a rename records like a file's), and with it every
+// file below, so that the file started its grace period again and expired late.
+func TestExpireAfterADirectoryRename(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := openTracked(t, dir, clock)
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/d/b.md"), []byte("b")) }); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Hour)
+	if err := s.Update(ctx, func(tx *vfs.Tx) error { return tx.Rename(vfs.MustResolve("/memories/d"), vfs.MustResolve("/memories/e")) }); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Hour)
+	if got, err := s.Expire(ctx, 3*time.Hour, false); err != nil || len(got) != 0 {
+		t.Fatalf("first pass: %+v %v, want nothing expired", got, err)
+	}
+	clock.advance(3 * time.Hour) // the rename was 4 hours ago
+	got, err := s.Expire(ctx, 3*time.Hour, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []vfs.Expired{{Path: "/memories/e/b.md", Size: 1}, {Path: "/memories/e", Dir: true}}; !cmp.Equal(want, got) {
+		t.Errorf("second pass expired %+v, want %+v", got, want)
+	}
+}
