@@ -277,7 +277,9 @@ func TestExpireAfterADirectoryRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.advance(time.Hour)
-	if err := s.Update(ctx, func(tx *vfs.Tx) error { return tx.Rename(vfs.MustResolve("/memories/d"), vfs.MustResolve("/memories/e")) }); err != nil {
+	if err := s.Update(ctx, func(tx *vfs.Tx) error {
+		return tx.Rename(vfs.MustResolve("/memories/d"), vfs.MustResolve("/memories/e"))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(time.Hour)
