@@ -28,21 +28,23 @@ import (
 // same calls are refused, with the same sizes in the message, and pruning keeps the same
 // versions.
 func FuzzBackendsAgree(f *testing.F) {
-	f.Add([]byte{1, 0, 0, 0, 10, 2, 5, 13, 0, 2, 4, 6}, uint8(0))
-	f.Add([]byte{1, 2, 1, 4, 0, 1, 5, 26, 19, 2, 8, 4, 0, 1}, uint8(0))
-	f.Add([]byte{1, 2, 7, 3, 12, 30, 21, 1, 4, 1, 8, 0, 0, 0}, uint8(0))
-	f.Add([]byte{10, 2, 14, 1, 23, 4, 5, 9, 0, 3, 17, 2, 8, 2, 6, 2}, uint8(0))
-	f.Add([]byte{1, 0, 3, 0, 3, 0, 3, 0, 1, 5, 3, 5, 2, 0, 10, 0, 11, 0}, uint8(0b1111111))
-	f.Add([]byte{1, 0, 3, 0, 3, 0, 7, 0, 3, 0, 9, 0, 10, 0, 2, 0}, uint8(0b0010100))
-	f.Add([]byte{1, 0, 3, 0, 3, 0, 7, 0, 3, 0, 9, 0, 10, 0, 2, 0, 11, 0}, uint8(0b10010100))
-	f.Add([]byte{1, 0, 1, 5, 3, 0, 7, 5, 3, 0, 2, 5, 10, 0, 5, 5, 11, 2}, uint8(0b11101000))
+	f.Add([]byte{1, 0, 0, 0, 10, 2, 5, 13, 0, 2, 4, 6}, uint8(0), uint8(0))
+	f.Add([]byte{1, 2, 1, 4, 0, 1, 5, 26, 19, 2, 8, 4, 0, 1}, uint8(0), uint8(0))
+	f.Add([]byte{1, 2, 7, 3, 12, 30, 21, 1, 4, 1, 8, 0, 0, 0}, uint8(0), uint8(0))
+	f.Add([]byte{10, 2, 14, 1, 23, 4, 5, 9, 0, 3, 17, 2, 8, 2, 6, 2}, uint8(0), uint8(0))
+	f.Add([]byte{1, 0, 3, 0, 3, 0, 3, 0, 1, 5, 3, 5, 2, 0, 10, 0, 11, 0}, uint8(0b1111111), uint8(0))
+	f.Add([]byte{1, 0, 3, 0, 3, 0, 7, 0, 3, 0, 9, 0, 10, 0, 2, 0}, uint8(0b0010100), uint8(0))
+	f.Add([]byte{1, 0, 3, 0, 3, 0, 7, 0, 3, 0, 9, 0, 10, 0, 2, 0, 11, 0}, uint8(0b10010100), uint8(0))
+	f.Add([]byte{1, 0, 1, 5, 3, 0, 7, 5, 3, 0, 2, 5, 10, 0, 5, 5, 11, 2}, uint8(0b11101000), uint8(0))
+	f.Add([]byte{1, 0, 3, 0, 7, 0, 1, 5, 2, 5, 4, 5, 7, 0}, uint8(0), uint8(12))
+	f.Add([]byte{1, 2, 7, 2, 5, 14, 7, 0, 3, 0, 7, 0}, uint8(0b101000), uint8(6))
 	dsn := vfstest.PostgresDSN(f)
 	db, err := postgres.Open(context.Background(), dsn, true)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(db.Close)
-	f.Fuzz(func(t *testing.T, ops []byte, cfg uint8) {
+	f.Fuzz(func(t *testing.T, ops []byte, cfg, red uint8) {
 		if len(ops) > 48 {
 			return
 		}
@@ -79,6 +81,24 @@ func FuzzBackendsAgree(f *testing.F) {
 			}
 		}
 		agreeingSteps(t, ops, &clock, tick, agree)
+		if red == 0 {
+			return
+		}
+		// Then a redaction (red picks the path and the version), and the store after it.
+		p := "/memories/" + agreeingNames[red%6]
+		seq := uint64(red / 6 % uint8(len(ops)/2+1))
+		clock = clock.Add(tick)
+		agree(fmt.Sprintf("redact %s@%d", p, seq), func(h *handlers.Memory) string {
+			n, err := h.Redact(ctx, p, seq)
+			return fmt.Sprint(n, err)
+		})
+		for v := range seq + 2 {
+			agree(fmt.Sprintf("show %s@%d after the redaction", p, v), func(h *handlers.Memory) string {
+				data, err := h.Show(ctx, p, v)
+				return fmt.Sprintf("%q %v", data, err)
+			})
+		}
+		agreeOnTheStore(t, agree)
 	})
 }
 
@@ -212,23 +232,28 @@ func takingTurns(t *testing.T, ops []byte, who uint64, cfg uint8, open func([]vf
 	agreeingSteps(t, ops, &clock, time.Minute, agree)
 }
 
+// result describes a command's result, its version and changes included, for agree.
+func result(r handlers.Result) string {
+	s := fmt.Sprintf("%q error=%v code=%q", r.Text, r.IsError, r.Code)
+	if r.Batch != nil {
+		changes, _ := json.Marshal(r.Batch.Changes)
+		s += fmt.Sprintf(" version=%d %s %s", r.Batch.Version, r.Batch.Command, changes)
+	}
+	return s
+}
+
+// agreeingNames are the paths below /memories that agreeingSteps acts on.
+var agreeingNames = []string{"a.md", "d", "d/b.md", "d/e", "d/e/c.md", "f.md"}
+
 // agreeingSteps runs ops, two bytes each, through agree, which does each step on every
 // memory compared and fails unless they say the same; then it compares the files, the
 // listing, the history and the export. Each step advances clock by tick.
 func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, tick time.Duration, agree func(what string, step func(h *handlers.Memory) string)) {
 	t.Helper()
 	ctx := context.Background()
-	names := []string{"a.md", "d", "d/b.md", "d/e", "d/e/c.md", "f.md"}
+	names := agreeingNames
 	contents := []string{"alpha\nbeta\n", "", "x", "line\n\nline\n", "ünï\tcode\r\n"}
 	tokens := []string{"alpha", "beta\n", "line", "", "\n"}
-	result := func(r handlers.Result) string {
-		s := fmt.Sprintf("%q error=%v code=%q", r.Text, r.IsError, r.Code)
-		if r.Batch != nil {
-			changes, _ := json.Marshal(r.Batch.Changes)
-			s += fmt.Sprintf(" version=%d %s %s", r.Batch.Version, r.Batch.Command, changes)
-		}
-		return s
-	}
 	for i := 0; i+1 < len(ops); i += 2 {
 		*clock = clock.Add(tick)
 		a, b := int(ops[i]), int(ops[i+1])
@@ -294,6 +319,13 @@ func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, tick time.Duratio
 			})
 		}
 	}
+	agreeOnTheStore(t, agree)
+}
+
+// agreeOnTheStore compares, through agree, the files, the listing, the history and the export.
+func agreeOnTheStore(t *testing.T, agree func(what string, step func(h *handlers.Memory) string)) {
+	t.Helper()
+	ctx := context.Background()
 	agree("the files", func(h *handlers.Memory) string { return fmt.Sprint(filesOf(t, h)) })
 	agree("the listing", func(h *handlers.Memory) string {
 		return result(h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}))
@@ -303,7 +335,8 @@ func agreeingSteps(t *testing.T, ops []byte, clock *time.Time, tick time.Duratio
 		for i := range log {
 			log[i].Time = log[i].Time.UTC()
 		}
-		return fmt.Sprintf("%+v %v", log, err)
+		data, _ := json.Marshal(log) // the redactions' records, not their pointers
+		return fmt.Sprintf("%s %v", data, err)
 	})
 	agree("the export", func(h *handlers.Memory) string {
 		var tar bytes.Buffer

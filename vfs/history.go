@@ -327,8 +327,9 @@ type History interface {
 	// Content returns the content with digest d (ErrNoContent if it is not kept).
 	Content(ctx context.Context, d Digest) ([]byte, error)
 	// Redact purges the content with digest d, marking every version that named it as
-	// redacted by r; it returns how many versions it marked.
-	Redact(ctx context.Context, d Digest, r Redaction) (int, error)
+	// redacted by the actor by, at the history's clock's now; it returns how many versions
+	// it marked.
+	Redact(ctx context.Context, d Digest, by string) (int, error)
 	// Import gives a history that has no versions the versions vs (oldest first) as they
 	// are: numbers, times and redactions included, and pruned as Pruned returns it. The
 	// contents they name are Kept first.

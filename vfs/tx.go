@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"time"
 )
 
 // Tx is one transaction of a Store, as the commands use it: the storage's transaction, bound
@@ -344,7 +343,7 @@ func (tx *Tx) Redact(d Digest) (int, error) {
 	if tx.hist == nil {
 		return 0, ErrNoHistory
 	}
-	return tx.hist.Redact(tx.ctx, d, Redaction{By: tx.actor, Time: time.Now().UTC()})
+	return tx.hist.Redact(tx.ctx, d, tx.actor)
 }
 
 // RemoveDir deletes the directory at p if it is empty.

@@ -352,12 +352,13 @@ func (ht *historyTx) Content(ctx context.Context, d vfs.Digest) (_ []byte, err e
 }
 
 // Redact purges the content with digest d and marks the versions that named it.
-func (ht *historyTx) Redact(ctx context.Context, d vfs.Digest, r vfs.Redaction) (_ int, err error) {
+func (ht *historyTx) Redact(ctx context.Context, d vfs.Digest, by string) (_ int, err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	h, err := ht.writer()
 	if err != nil {
 		return 0, err
 	}
+	r := vfs.Redaction{By: by, Time: h.cfg.Clock().UTC()}
 	vs, err := ht.Versions(ctx)
 	if err != nil {
 		return 0, err

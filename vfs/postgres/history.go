@@ -202,10 +202,11 @@ func (h *pgHistory) Content(ctx context.Context, d vfs.Digest) ([]byte, error) {
 }
 
 // Redact purges the content with digest d and marks the versions that named it.
-func (h *pgHistory) Redact(ctx context.Context, d vfs.Digest, r vfs.Redaction) (int, error) {
+func (h *pgHistory) Redact(ctx context.Context, d vfs.Digest, by string) (int, error) {
 	if !h.tx.write {
 		return 0, vfs.ErrReadOnlyTx
 	}
+	r := vfs.Redaction{By: by, Time: h.cfg.Clock().UTC()}
 	tag, err := h.tx.tx.Exec(ctx, "UPDATE memory_mcp_versions SET sha256 = NULL, redacted_by = $3, redacted_time = $4, redacted_ns = $5 WHERE store = $1 AND sha256 = $2",
 		h.tx.s.id, d[:], r.By, r.Time, r.Time.Nanosecond()%1000)
 	if err != nil {
