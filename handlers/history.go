@@ -529,8 +529,8 @@ func (h *Memory) Redact(ctx context.Context, path string, seq uint64) (int, erro
 				}
 			}
 		}
-		for q, holds := range holders {
-			if !holds {
+		for _, q := range slices.Sorted(maps.Keys(holders)) { // the first by name, every time
+			if !holders[q] {
 				continue
 			}
 			vq, err := vfs.Resolve(q)

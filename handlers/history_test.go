@@ -388,3 +388,20 @@ func TestRestoreOfAFileAndAFileBelowIt(t *testing.T) {
 		t.Errorf("the refused restore made versions: %+v", vs)
 	}
 }
+
+// A redaction refused because files still hold the content names the same one every time:
+// the first by name.
+func TestRedactNamesTheFirstHolder(t *testing.T) {
+	ctx := context.Background()
+	h := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
+	for _, p := range []string{"/memories/z.md", "/memories/b.md", "/memories/m.md"} {
+		if r := h.Exec(ctx, map[string]any{"command": "create", "path": p, "file_text": "the same\n"}); r.IsError {
+			t.Fatal(r.Text)
+		}
+	}
+	for range 20 {
+		if _, err := h.Redact(ctx, "/memories/z.md", 1); err == nil || !strings.HasPrefix(err.Error(), "/memories/b.md still holds this content") {
+			t.Fatalf("redact of a content three files hold: %v, want the refusal naming /memories/b.md", err)
+		}
+	}
+}
