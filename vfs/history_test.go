@@ -94,3 +94,34 @@ func FuzzPrune(f *testing.F) {
 		}
 	})
 }
+
+// When a pruning pass is due, by the one rule every backend follows.
+func TestPruneDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	recent, old := now.Add(-time.Minute), now.Add(-time.Hour)
+	limits := HistoryConfig{MaxAge: 24 * time.Hour, MaxBytes: 100, Now: func() time.Time { return now }}
+	versions := HistoryConfig{MaxVersions: 3, Now: func() time.Time { return now }}
+	for _, c := range []struct {
+		name   string
+		cfg    HistoryConfig
+		last   time.Time
+		since  int
+		bytes  int64
+		oldest time.Time
+		want   bool
+	}{
+		{"the process's first change", limits, time.Time{}, 1, 0, time.Time{}, true},
+		{"an hour after the last pass", limits, old, 1, 0, time.Time{}, true},
+		{"within the hour, all within the limits", limits, recent, PruneEvery, 50, now.Add(-time.Hour), false},
+		{"within the hour, over the bytes, 9 versions since", limits, recent, PruneEvery/100 - 1, 101, time.Time{}, false},
+		{"within the hour, over the bytes, 10 versions since", limits, recent, PruneEvery / 100, 101, time.Time{}, true},
+		{"within the hour, a version too old, 999 since", limits, recent, PruneEvery - 1, 0, now.Add(-25 * time.Hour), false},
+		{"within the hour, a version too old, 1000 since", limits, recent, PruneEvery, 0, now.Add(-25 * time.Hour), true},
+		{"a limit of versions, 1000 since", versions, recent, PruneEvery, 0, time.Time{}, true},
+		{"no limits, 1000 since", HistoryConfig{Now: limits.Now}, recent, PruneEvery, 0, time.Time{}, false},
+	} {
+		if got := c.cfg.PruneDue(c.last, c.since, c.bytes, c.oldest); got != c.want {
+			t.Errorf("%s: due %v, want %v", c.name, got, c.want)
+		}
+	}
+}
