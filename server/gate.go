@@ -234,6 +234,19 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		refuse(w, http.StatusRequestEntityTooLarge, "Request too large")
 		return
 	}
+	if e := readEnvelope(body); e.refusal != nil && r.URL.Path == "/mcp" {
+		// Answered here as over stdio, with its id (a legacy SSE client's answers go on
+		// its stream, and mcp-go gives them).
+		if e.notification {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		data, _ := json.Marshal(e.refusal)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(data)
+		return
+	}
 	if fixed, changed := quoteHugeNumbers(body); changed {
 		body = fixed
 	}

@@ -794,3 +794,35 @@ func awaitNoWatches(t testing.TB, s *Server) {
 		}
 	}
 }
+
+// Over Streamable HTTP, a message that is no request mcp-go can take is answered as over
+// stdio (malformedRequests), with status 400 and the request's id; a notification gets 202
+// and an empty body. (A client's response goes on to mcp-go, which matches it with the
+// requests it sent.)
+func TestHTTPMalformedRequests(t *testing.T) {
+	url, _ := testGate(t, HTTPOptions{}, nil, "")
+	session := post(t, url+"/mcp", "", "", initBody).Header.Get("Mcp-Session-Id")
+	for _, tc := range malformedRequests {
+		if readEnvelope([]byte(tc.line)).response {
+			continue
+		}
+		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(tc.line))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status := http.StatusBadRequest
+		if tc.want == "" {
+			status = http.StatusAccepted
+		}
+		if resp.StatusCode != status || strings.TrimSpace(string(data)) != tc.want {
+			t.Errorf("%s:\n got %d %s\nwant %d %s", tc.line, resp.StatusCode, data, status, tc.want)
+		}
+	}
+}

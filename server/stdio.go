@@ -121,8 +121,19 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 	return nil
 }
 
-// dispatch serves one line read from a stdio client (see ServeStdio).
-func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx, listenCtx context.Context) {
+// envelope is what the first level of a JSON-RPC message says, checked as a request's must
+// be: a string or number id (none for a notification), a method name and an object of
+// params. What fails is answered before mcp-go sees it, which would answer it without its
+// id (or echo an id of another kind).
+type envelope struct {
+	id           string // as sent, trimmed
+	method       string
+	notification bool
+	response     bool               // a client's response (result or error, no method)
+	refusal      mcp.JSONRPCMessage // the answer instead of handling it; none goes to a notification
+}
+
+func readEnvelope(msg []byte) (e envelope) {
 	var head struct {
 		ID     json.RawMessage `json:"id"`
 		Method json.RawMessage `json:"method"`
@@ -130,37 +141,41 @@ func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx
 		Result jsonKind        `json:"result"`
 		Error  jsonKind        `json:"error"`
 	}
-	if err := json.Unmarshal(line, &head); err != nil {
+	if err := json.Unmarshal(msg, &head); err != nil {
 		// Not one JSON object (a batch array among them): answered with the id when the
-		// line's start names one.
-		code, msg := mcp.PARSE_ERROR, "Parse error"
-		if json.Valid(line) {
-			code, msg = mcp.INVALID_REQUEST, "Invalid Request: send one JSON-RPC object a line"
+		// message's start names one.
+		code, text := mcp.PARSE_ERROR, "Parse error"
+		if json.Valid(msg) {
+			code, text = mcp.INVALID_REQUEST, "Invalid Request: send one JSON-RPC object at a time"
 		}
-		w.write(errorResponse(headID(line), code, msg))
-		return
+		return envelope{refusal: errorResponse(headID(msg), code, text)}
 	}
 	if head.Method == nil && (head.Result != 0 || head.Error != 0) {
-		return // a response: over stdio the server sends no requests, and a response is never answered
+		return envelope{response: true}
 	}
-	id := string(bytes.TrimSpace(head.ID))
-	notification := id == "" || id == "null"
-	// A request must carry a string or number id, a method name and an object of
-	// params, or it is answered here: mcp-go would answer it without its id.
-	var method string
-	var refusal mcp.JSONRPCMessage
+	e.id = string(bytes.TrimSpace(head.ID))
+	e.notification = e.id == "" || e.id == "null"
 	switch {
-	case !notification && !(id[0] == '"' || id[0] == '-' || '0' <= id[0] && id[0] <= '9'):
-		refusal = errorResponse(nil, mcp.INVALID_REQUEST, "Invalid Request: the id must be a string or a number")
-	case json.Unmarshal(head.Method, &method) != nil:
-		refusal = errorResponse(headID(line), mcp.INVALID_REQUEST, "Invalid Request: the method must be a string")
+	case !e.notification && !(e.id[0] == '"' || e.id[0] == '-' || '0' <= e.id[0] && e.id[0] <= '9'):
+		e.refusal = errorResponse(nil, mcp.INVALID_REQUEST, "Invalid Request: the id must be a string or a number")
+	case json.Unmarshal(head.Method, &e.method) != nil:
+		e.refusal = errorResponse(headID(msg), mcp.INVALID_REQUEST, "Invalid Request: the method must be a string")
 	case head.Params != 0 && head.Params != '{' && head.Params != 'n':
-		refusal = errorResponse(headID(line), mcp.INVALID_PARAMS, "Invalid params: params must be an object")
+		e.refusal = errorResponse(headID(msg), mcp.INVALID_PARAMS, "Invalid params: params must be an object")
 	}
+	return e
+}
+
+// dispatch serves one line read from a stdio client (see ServeStdio).
+func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx, listenCtx context.Context) {
+	e := readEnvelope(line)
+	id, method, notification := e.id, e.method, e.notification
 	switch {
-	case refusal != nil:
+	case e.response:
+		return // over stdio the server sends no requests, and a response is never answered
+	case e.refusal != nil:
 		if !notification {
-			w.write(refusal)
+			w.write(e.refusal)
 		}
 	case notification:
 		// A notification, handled before the next line, in order.

@@ -92,6 +92,26 @@ func TestDiscoverNamesTheMounts(t *testing.T) {
 	}
 }
 
+// malformedRequests are messages that are no request mcp-go can take, each with its answer
+// ("" for none): the id wherever the message names one, and a response or a notification
+// never answered.
+var malformedRequests = []struct{ line, want string }{
+	{`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[]}`, `{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params: params must be an object"}}`},
+	{`{"jsonrpc":"2.0","id":"b","method":"ping","params":"x"}`, `{"jsonrpc":"2.0","id":"b","error":{"code":-32602,"message":"Invalid params: params must be an object"}}`},
+	{`{"jsonrpc":"2.0","id":3,"method":5}`, `{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"Invalid Request: the method must be a string"}}`},
+	{`{"jsonrpc":"2.0","id":4}`, `{"jsonrpc":"2.0","id":4,"error":{"code":-32600,"message":"Invalid Request: the method must be a string"}}`},
+	{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number"}}`},
+	{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number"}}`},
+	{`[{"jsonrpc":"2.0","id":9,"method":"ping"}]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: send one JSON-RPC object at a time"}}`},
+	{`{"jsonrpc":"2.0","id":13,"method":"ping"`, `{"jsonrpc":"2.0","id":13,"error":{"code":-32700,"message":"Parse error"}}`},
+	{`{"jsonrpc":"2.0","id":14,"method":"ping",}`, `{"jsonrpc":"2.0","id":14,"error":{"code":-32700,"message":"Parse error"}}`},
+	{`not json`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`},
+	{`{"jsonrpc":"2.0","id":5,"result":{}}`, ""},
+	{`{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"x"}}`, ""},
+	{`{"jsonrpc":"2.0","method":5}`, ""},
+	{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}`, ""},
+}
+
 // Every line a stdio client sends that is not a request mcp-go can take is answered here,
 // with the request's id wherever the line names one, and a response or a notification is
 // never answered.
@@ -99,22 +119,7 @@ func TestStdioMalformedRequests(t *testing.T) {
 	s := New(handlers.New(files.NewMemoryStore(), handlers.DefaultLimits()), Config{Version: "test"})
 	inR, inW := io.Pipe()
 	lines, done := serveStdioTest(s, inR)
-	for i, tc := range []struct{ line, want string }{
-		{`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[]}`, `{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params: params must be an object"}}`},
-		{`{"jsonrpc":"2.0","id":"b","method":"ping","params":"x"}`, `{"jsonrpc":"2.0","id":"b","error":{"code":-32602,"message":"Invalid params: params must be an object"}}`},
-		{`{"jsonrpc":"2.0","id":3,"method":5}`, `{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"Invalid Request: the method must be a string"}}`},
-		{`{"jsonrpc":"2.0","id":4}`, `{"jsonrpc":"2.0","id":4,"error":{"code":-32600,"message":"Invalid Request: the method must be a string"}}`},
-		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number"}}`},
-		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number"}}`},
-		{`[{"jsonrpc":"2.0","id":9,"method":"ping"}]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: send one JSON-RPC object a line"}}`},
-		{`{"jsonrpc":"2.0","id":13,"method":"ping"`, `{"jsonrpc":"2.0","id":13,"error":{"code":-32700,"message":"Parse error"}}`},
-		{`{"jsonrpc":"2.0","id":14,"method":"ping",}`, `{"jsonrpc":"2.0","id":14,"error":{"code":-32700,"message":"Parse error"}}`},
-		{`not json`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`},
-		{`{"jsonrpc":"2.0","id":5,"result":{}}`, ""},
-		{`{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"x"}}`, ""},
-		{`{"jsonrpc":"2.0","method":5}`, ""},
-		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}`, ""},
-	} {
+	for i, tc := range malformedRequests {
 		marker := fmt.Sprint(1000 + i)
 		fmt.Fprintf(inW, "%s\n{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"ping\"}\n", tc.line, marker)
 		var got []string
