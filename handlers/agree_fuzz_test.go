@@ -52,19 +52,7 @@ func FuzzBackendsAgree(f *testing.F) {
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		limits, keep, tick := tightLimits(cfg)
 		keep.Now = func() time.Time { return clock }
-		opts := []vfs.Option{vfs.WithHistory(keep)}
-		ov, err := files.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ov.Close() })
-		pg, err := db.Store(ctx, vfstest.UniqueName(t), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pg.Close() })
-		stores := []*vfs.Store{files.NewMemoryStore(opts...), openOS(t, t.TempDir(), opts...), ov, pg}
-		kinds := []string{"memory", "os", "overlay", "postgres"}
+		stores, kinds := everyBackend(t, db, vfs.WithHistory(keep))
 		var mems []*handlers.Memory
 		for _, st := range stores {
 			mems = append(mems, handlers.New(st, limits))
@@ -100,6 +88,23 @@ func FuzzBackendsAgree(f *testing.F) {
 		}
 		agreeOnTheStore(t, agree)
 	})
+}
+
+// everyBackend opens an empty store of each backend with opts, closed when the test ends,
+// the memory one first, and names their kinds.
+func everyBackend(t *testing.T, db *postgres.DB, opts ...vfs.Option) ([]*vfs.Store, []string) {
+	t.Helper()
+	ov, err := files.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ov.Close() })
+	pg, err := db.Store(context.Background(), vfstest.UniqueName(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	return []*vfs.Store{files.NewMemoryStore(opts...), openOS(t, t.TempDir(), opts...), ov, pg}, []string{"memory", "os", "overlay", "postgres"}
 }
 
 // tightLimits returns the limits, the history's bounds and the clock's tick per step that

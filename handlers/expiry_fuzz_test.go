@@ -3,14 +3,12 @@ package handlers_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
-	"github.com/memory-mcp/memory-mcp/vfs/files"
 	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
@@ -39,20 +37,11 @@ func FuzzExpiryAgrees(f *testing.F) {
 		ctx := context.Background()
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		now := func() time.Time { return clock }
-		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: now})}
-		ov, err := files.OpenOverlayStore(t.TempDir(), filepath.Join(t.TempDir(), "upper"), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ov.Close() })
-		pg, err := db.Store(ctx, vfstest.UniqueName(t), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pg.Close() })
+		opt := vfs.WithHistory(vfs.HistoryConfig{Now: now})
+		stores, kinds := everyBackend(t, db, opt)
 		shared := t.TempDir()
-		stores := []*vfs.Store{files.NewMemoryStore(opts...), openOS(t, t.TempDir(), opts...), ov, pg, openOS(t, shared, opts...), openOS(t, shared, opts...)}
-		kinds := []string{"memory", "os", "overlay", "postgres", "os (one of two)", "os (the other)"}
+		stores = append(stores, openOS(t, shared, opt), openOS(t, shared, opt))
+		kinds = append(kinds, "os (one of two)", "os (the other)")
 		var mems []*handlers.Memory
 		for _, st := range stores {
 			if err := st.TrackAccess(now); err != nil {

@@ -106,6 +106,23 @@ func post(t testing.TB, url, session, token, body string, header ...string) *htt
 	return resp
 }
 
+// call sends one JSON-RPC message in session and returns the response and its body.
+func call(t testing.TB, url, session, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, data
+}
+
 func listTools(id int) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, id)
 }
@@ -373,18 +390,7 @@ func TestHugeNumbersAreToolErrors(t *testing.T) {
 		{`"name":"memory_view","arguments":{"path":"/memories","view_range":[1e400,2]}`, "Error: Invalid `view_range`. It should be a list of two integers."},
 		{`"name":"memory_insert","arguments":{"path":"/memories/a.md","insert_line":-1e999,"insert_text":"x"}`, "Error: Parameter `insert_line` must be an integer"},
 	} {
-		body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{` + tt.args + `}}`
-		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_, data := call(t, url+"/mcp", session, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{`+tt.args+`}}`)
 		want := fmt.Sprintf(`{"type":"text","text":%q}],"isError":true`, tt.want)
 		if !strings.Contains(string(data), want) {
 			t.Errorf("%s:\n got %s\nwant a result with %s", tt.args, data, want)
@@ -806,17 +812,7 @@ func TestHTTPMalformedRequests(t *testing.T) {
 		if readEnvelope([]byte(tc.line)).response {
 			continue
 		}
-		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(tc.line))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, data := call(t, url+"/mcp", session, tc.line)
 		status := http.StatusBadRequest
 		if tc.want == "" {
 			status = http.StatusAccepted
