@@ -103,9 +103,9 @@ func (ht *historyTx) recoverWAL(h *fileHistory) error {
 	if err := ht.recoverFiles(h, &w, contents); err != nil {
 		return err
 	}
+	h.pruned = ls.pruned
 	// What the records do not account for: the files of changes never acknowledged, and
 	// edits by hand.
-	h.pruned = ls.pruned
 	recovered, err := ht.reconcile(h, vs)
 	if err != nil {
 		return err
