@@ -45,13 +45,15 @@ func childHistory() {
 			}
 		}
 		h.Exec(ctx, in) // refusals (exists, not found) are part of the mix
+		fmt.Println("did")
 	}
 }
 
-// A process killed with SIGKILL at a random moment while it changes the store leaves files
-// and history that agree: every file has a version naming its content, every file the
-// history says exists does, and every content a version names is kept. Checked by a reader
-// before anything settles what the crash left, and again after the next change. 50 rounds.
+// A process killed with SIGKILL at a random moment while it changes the store (after 2 to
+// 13 calls) leaves files and history that agree: every file has a version naming its
+// content, every file the history says exists does, and every content a version names is
+// kept. Checked by a reader before anything settles what the crash left, and again after
+// the next change. 50 rounds.
 func TestHistoryCrashConsistency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: spawns and kills 50 processes")
@@ -60,10 +62,8 @@ func TestHistoryCrashConsistency(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	changes := 0
 	for round := 0; round < 50; round++ {
-		cmd, _ := startReady(t, "history", dir)
-		time.Sleep(time.Duration(5+rand.IntN(40)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		cmd, lines := startReady(t, "history", dir)
+		killAfter(t, cmd, lines, 2+rand.IntN(12))
 
 		s, err := files.OpenOSStore(dir)
 		if err != nil {
@@ -82,9 +82,6 @@ func TestHistoryCrashConsistency(t *testing.T) {
 		changes = n
 	}
 	t.Logf("versions after 50 kills: %d", changes)
-	if changes < 100 {
-		t.Errorf("only %d versions: the children hardly changed anything before their kill", changes)
-	}
 }
 
 // Two processes changing one store at once, both killed at random moments, leave files and
@@ -236,9 +233,10 @@ func childAcked() {
 	wg.Wait()
 }
 
-// A process killed with SIGKILL while 4 of its goroutines create files loses none of the
-// changes it answered: after each of 50 kills, every acknowledged file is there with its
-// content, and the files and the history agree.
+// A process killed with SIGKILL while 4 of its goroutines create files (after it has
+// acknowledged 4 to 12 of them) loses none of the changes it answered: after each of 50
+// kills, every acknowledged file is there with its content, and the files and the history
+// agree.
 func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: spawns and kills 50 processes")
@@ -249,19 +247,11 @@ func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 	for round := 0; round < 50; round++ {
 		cmd, lines := startReady(t, "acked", dir, fmt.Sprintf("MEMORY_MCP_TEST_ID=%d", round))
 		var paths []string
-		read := make(chan struct{})
-		go func() {
-			defer close(read)
-			for lines.Scan() {
-				if p, ok := strings.CutPrefix(lines.Text(), "ack "); ok {
-					paths = append(paths, p)
-				}
+		for _, l := range killAfter(t, cmd, lines, 4+rand.IntN(9)) {
+			if p, ok := strings.CutPrefix(l, "ack "); ok {
+				paths = append(paths, p)
 			}
-		}()
-		time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-read
-		cmd.Wait()
+		}
 
 		s, err := files.OpenOSStore(dir)
 		if err != nil {
@@ -282,7 +272,4 @@ func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 		acked += len(paths)
 	}
 	t.Logf("acknowledged creates over 50 kills: %d", acked)
-	if acked < 200 {
-		t.Errorf("only %d acknowledged creates: the children hardly worked before their kill", acked)
-	}
 }

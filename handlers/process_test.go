@@ -104,6 +104,7 @@ func childRewrite() {
 			from, to = to, from
 		}
 		h.Exec(context.Background(), map[string]any{"command": "str_replace", "path": p, "old_str": rewriteContent(name, from, size, one), "new_str": rewriteContent(name, to, size, one)})
+		fmt.Println("did")
 	}
 }
 
@@ -131,6 +132,40 @@ func startReady(t *testing.T, job, dir string, env ...string) (*exec.Cmd, *bufio
 		t.Fatalf("child did not start: %q %v", lines.Text(), lines.Err())
 	}
 	return cmd, lines
+}
+
+// killAfter lets the child go on until it has said n lines after "ready" (a line for each
+// call it finished), then kills it with SIGKILL while it makes the next ones, and returns
+// every line it said. The amount of work before the kill is the same on any machine.
+func killAfter(t *testing.T, cmd *exec.Cmd, lines *bufio.Scanner, n int) []string {
+	t.Helper()
+	said := make(chan string)
+	go func() {
+		defer close(said)
+		for lines.Scan() {
+			said <- lines.Text()
+		}
+	}()
+	var out []string
+	hang := time.After(time.Minute)
+	for len(out) < n {
+		select {
+		case l, ok := <-said:
+			if !ok {
+				t.Fatalf("the child ended after %d lines: %q", len(out), out)
+			}
+			out = append(out, l)
+		case <-hang:
+			cmd.Process.Kill()
+			t.Fatalf("the child said %d lines in a minute, want %d", len(out), n)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	for l := range said {
+		out = append(out, l)
+	}
+	cmd.Wait()
+	return out
 }
 
 // Two processes on one OS store, each making 200 read-modify-write edits of one file:
@@ -209,10 +244,8 @@ func crashWhileRewriting(t *testing.T, size int, one bool, total, each string) {
 		if one {
 			env = append(env, "MEMORY_MCP_TEST_ONE=1")
 		}
-		cmd, _ := startReady(t, "rewrite", dir, env...)
-		time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		cmd, lines := startReady(t, "rewrite", dir, env...)
+		killAfter(t, cmd, lines, rand.IntN(4))
 
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
