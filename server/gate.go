@@ -234,7 +234,8 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		refuse(w, http.StatusRequestEntityTooLarge, "Request too large")
 		return
 	}
-	if e := readEnvelope(body); e.refusal != nil && r.URL.Path == "/mcp" {
+	e := readEnvelope(body)
+	if e.refusal != nil && r.URL.Path == "/mcp" {
 		// Answered here as over stdio, with its id (a legacy SSE client's answers go on
 		// its stream, and mcp-go gives them).
 		if e.notification {
@@ -254,7 +255,7 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	r.ContentLength = int64(len(body))
 	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
 
-	listen := bytes.Contains(body, []byte(mcp.MethodSubscriptionsListen)) && method(body) == string(mcp.MethodSubscriptionsListen)
+	listen := e.method == string(mcp.MethodSubscriptionsListen)
 	if listen && r.URL.Path == "/message" && !owesResponse(body) {
 		listen = false // no id, or a result: mcp-go starts no stream for it
 	}
@@ -299,14 +300,6 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	defer g.budget.done(tenant)
 	g.next.ServeHTTP(dw, r)
-}
-
-func method(body []byte) string {
-	var head struct {
-		Method string `json:"method"`
-	}
-	json.Unmarshal(body, &head)
-	return head.Method
 }
 
 // deadlineWriter gives every write of a response a deadline, so a client that stops
