@@ -249,7 +249,7 @@ func (h *Memory) rename(ctx context.Context, a RenameArgs) Result {
 		case !vfs.IsNotExist(err):
 			return Result{}, err
 		}
-		if oldp.Contains(newp) {
+		if tx.Canonical(oldp).Contains(tx.Canonical(newp)) { // in any spelling, where case is ignored
 			return fail(CodeInvalid, "Error: Cannot move %s into itself (%s)", a.OldPath, a.NewPath), nil
 		}
 		if isFile, err := parentIsFile(tx, newp); errors.Is(err, vfs.ErrEscape) {

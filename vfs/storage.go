@@ -90,6 +90,14 @@ type durableTxn interface {
 	Durable() error
 }
 
+// caseFolder is a Txn on storage that does not tell names apart by case (a directory on
+// macOS or Windows, as they are usually formatted): there /memories/notes.md opens the file
+// /memories/Notes.md. Canonical returns p with each element that names an existing entry
+// spelled as that entry is; the rest stays as given.
+type caseFolder interface {
+	Canonical(ctx context.Context, p Path) Path
+}
+
 // durable waits until what t did and saw is durable (see durableTxn).
 func durable(t Txn) error {
 	if d, ok := t.(durableTxn); ok {

@@ -34,6 +34,7 @@ func (tx *Tx) Stat(p Path) (Entry, error) { return tx.t.Stat(tx.ctx, p) }
 
 // ReadFile returns the content of the file at p.
 func (tx *Tx) ReadFile(p Path) ([]byte, error) {
+	p = tx.Canonical(p)
 	data, err := tx.t.ReadFile(tx.ctx, p)
 	if err == nil && tx.write {
 		tx.readPath, tx.readData = p.clean, data
@@ -45,6 +46,7 @@ func (tx *Tx) ReadFile(p Path) ([]byte, error) {
 // file read in pieces where the storage can (a file on disk may be larger than anything
 // the server should hold), else its content read whole.
 func (tx *Tx) Open(p Path) (io.ReadCloser, error) {
+	p = tx.Canonical(p)
 	if o, ok := tx.t.(interface {
 		OpenFile(context.Context, Path) (io.ReadCloser, error)
 	}); ok {
@@ -76,6 +78,7 @@ func (tx *Tx) Usage() (int64, error) { return tx.t.Usage(tx.ctx) }
 // WriteFile replaces the content of the existing file at p, atomically: a crash leaves the
 // old or the new content, never a mix.
 func (tx *Tx) WriteFile(p Path, data []byte) error {
+	p = tx.Canonical(p)
 	before, err := tx.state(p)
 	if err != nil {
 		return err
@@ -104,6 +107,7 @@ func (tx *Tx) WriteFile(p Path, data []byte) error {
 // CreateFile creates a new file at p with data as its content, creating missing parent
 // directories; it fails with fs.ErrExist if p exists, and never replaces anything.
 func (tx *Tx) CreateFile(p Path, data []byte) error {
+	p = tx.Canonical(p)
 	c := Change{Kind: Created, Path: p.clean, SizeAfter: int64(len(data))}
 	if tx.digests {
 		c.SHA256After = DigestOf(data)
@@ -160,6 +164,7 @@ func (tx *Tx) version() uint64 {
 
 // RemoveAll deletes the file or directory at p with everything below it.
 func (tx *Tx) RemoveAll(p Path) error {
+	p = tx.Canonical(p)
 	files, err := tx.files(p)
 	if err != nil {
 		return err
@@ -186,6 +191,7 @@ func (tx *Tx) RemoveAll(p Path) error {
 // newp exists; the check and the move are one step, so a concurrent create is never
 // overwritten.
 func (tx *Tx) Rename(oldp, newp Path) error {
+	oldp, newp = tx.Canonical(oldp), tx.Canonical(newp)
 	files, err := tx.files(oldp)
 	if err != nil {
 		return err
@@ -347,4 +353,13 @@ func (tx *Tx) Redact(d Digest) (int, error) {
 }
 
 // RemoveDir deletes the directory at p if it is empty.
-func (tx *Tx) RemoveDir(p Path) error { return tx.t.RemoveDir(tx.ctx, p) }
+func (tx *Tx) RemoveDir(p Path) error { return tx.t.RemoveDir(tx.ctx, tx.Canonical(p)) }
+
+// Canonical spells p as a storage that ignores case spells it (see caseFolder), so that one
+// file has one name in the history, the feed and the access record.
+func (tx *Tx) Canonical(p Path) Path {
+	if c, ok := tx.t.(caseFolder); ok {
+		return c.Canonical(tx.ctx, p)
+	}
+	return p
+}

@@ -279,11 +279,18 @@ func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 	}
 	now := a.now().Unix()
 	var forgotten []string
-	for name := range rec {
-		if !files[name] {
-			delete(rec, name)
-			tx.forget(name)
-			forgotten = append(forgotten, name)
+	for name, sec := range rec {
+		if files[name] {
+			continue
+		}
+		delete(rec, name)
+		tx.forget(name)
+		forgotten = append(forgotten, name)
+		// Where the filesystem ignores case, a file recorded in another spelling (as the
+		// model spelled it, before names were made canonical) keeps that time.
+		if c := tx.canonicalName(name); files[c] && sec > rec[c] {
+			rec[c] = sec
+			tx.journal = append(tx.journal, accessTouch+"\t"+strconv.FormatInt(sec, 10)+"\t"+c+"\n")
 		}
 	}
 	// A forget takes everything below its name: a file below one (a name that is a

@@ -155,6 +155,23 @@ func (tx *aferoTx) beforeChange() error {
 	return tx.s.fs.SetGeneration(tx.s.gen)
 }
 
+// Canonical spells p as the filesystem does where it ignores case (see OSFs.Canonical).
+func (tx *aferoTx) Canonical(ctx context.Context, p vfs.Path) vfs.Path {
+	if name := tx.canonicalName(p.Name()); name != p.Name() {
+		if c, err := vfs.Resolve(vfs.Root + "/" + name); err == nil {
+			return c
+		}
+	}
+	return p
+}
+
+func (tx *aferoTx) canonicalName(name string) string {
+	if c, ok := tx.s.fs.(interface{ Canonical(string) string }); ok && name != "" {
+		return c.Canonical(name)
+	}
+	return name
+}
+
 // Stat describes the entry at p without following a final symbolic link. A symbolic link
 // anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
 // that points outside. A path that runs through a file reports IsNotExist.

@@ -38,9 +38,10 @@ type OSFs struct {
 	real     string // dir with symbolic links resolved, for absolute links into it
 	readOnly bool
 
-	root     *os.Root
-	rootInfo os.FileInfo   // the directory root opened, to tell whether f.dir is still it
-	reopened atomic.Uint64 // times checkRoot opened a directory put in f.dir's place
+	root      *os.Root
+	rootInfo  os.FileInfo   // the directory root opened, to tell whether f.dir is still it
+	foldsCase bool          // the filesystem ignores case (see Canonical)
+	reopened  atomic.Uint64 // times checkRoot opened a directory put in f.dir's place
 
 	lockMu  sync.Mutex
 	lock    *os.File // the data lock; nil when it cannot be had (read-only storage without one)
@@ -101,6 +102,11 @@ func (f *OSFs) open() error {
 		return err
 	}
 	f.root, f.rootInfo, f.lock, f.gate = root, info, nil, nil
+	if lerr == nil {
+		// A filesystem that ignores case finds the lock file by another spelling too.
+		_, err := root.Stat(strings.ToUpper(lockFileName))
+		f.foldsCase = err == nil
+	}
 	if lerr == nil && gerr == nil {
 		f.lock, f.gate = lock, gate
 	} else {
@@ -328,6 +334,38 @@ func (f *OSFs) walkLinks(name string, last bool) (resolved string, ok, bookkeepi
 		done = "."
 	}
 	return done, true, bookkeeping
+}
+
+// Canonical spells name as the directory does when the filesystem ignores case, as macOS
+// and Windows usually do: each element that names an existing entry takes that entry's
+// spelling, the rest stays as given. Elsewhere it returns name.
+func (f *OSFs) Canonical(name string) string {
+	if !f.foldsCase {
+		return name
+	}
+	elems := strings.Split(name, "/")
+	for i, e := range elems {
+		d, err := f.Open(path.Join(append([]string{"."}, elems[:i]...)...))
+		if err != nil {
+			break
+		}
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			break
+		}
+		if slices.Contains(names, e) {
+			continue
+		}
+		j := slices.IndexFunc(names, func(n string) bool {
+			return strings.EqualFold(n, e) && vfs.ValidName(n) && !vfs.IsBookkeeping(n)
+		})
+		if j < 0 {
+			break
+		}
+		elems[i] = names[j]
+	}
+	return strings.Join(elems, "/")
 }
 
 // Name identifies the filesystem type.

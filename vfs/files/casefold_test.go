@@ -1,0 +1,171 @@
+package files_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
+)
+
+// caseInsensitiveDir returns a new directory on a filesystem that ignores case and keeps the
+// case it is given, as macOS and Windows usually format theirs: exFAT, made on a loop
+// device and mounted through FUSE, as root or through sudo without a password. Where a
+// piece is missing the test is skipped, naming it; with CI=true it fails.
+func caseInsensitiveDir(t *testing.T) string {
+	t.Helper()
+	var sudo []string // how the mount commands run: as this user when it is root
+	missing := ""
+	for _, tool := range []string{"losetup", "mkfs.exfat", "mount.exfat-fuse", "umount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = tool + " (Debian: apt-get install exfatprogs exfat-fuse)"
+		}
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		missing = "/dev/fuse"
+	}
+	if os.Geteuid() != 0 {
+		sudo = []string{"sudo", "-n"}
+		if exec.Command("sudo", "-n", "true").Run() != nil {
+			missing = "root, or sudo without a password, to mount a filesystem"
+		}
+	}
+	if missing != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("a filesystem that ignores case (exFAT through FUSE) needs %s; CI must run this test", missing)
+		}
+		t.Skipf("a filesystem that ignores case (exFAT through FUSE) needs %s", missing)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), err
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	img := filepath.Join(t.TempDir(), "exfat.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	must("mkfs.exfat", img)
+	dev := must(append(sudo, "losetup", "--find", "--show", img)...)
+	t.Cleanup(func() { run(append(sudo, "losetup", "--detach", dev)...) })
+	mnt := t.TempDir()
+	must(append(sudo, "mount.exfat-fuse", dev, mnt)...)
+	t.Cleanup(func() {
+		if _, err := run(append(sudo, "umount", mnt)...); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(mnt, "Probe"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "PROBE")); err != nil {
+		t.Fatalf("exFAT does not ignore case here: %v", err)
+	}
+	return mnt
+}
+
+// On a filesystem that ignores case, a path the model spells in another case acts on the
+// file that is there, and the history and the access record name that file as the
+// directory does: show gives what the file held, undo restores it, a rename into the
+// directory itself in another spelling is refused as such, and expiry keeps a file viewed
+// in another spelling, also when a release before recorded that spelling.
+func TestCaseInsensitiveDirectory(t *testing.T) {
+	dir := filepath.Join(caseInsensitiveDir(t), "m")
+	ctx := context.Background()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	store, err := files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{Now: now}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.TrackAccess(now); err != nil {
+		t.Fatal(err)
+	}
+	h := handlers.New(store, handlers.DefaultLimits())
+	for _, c := range []struct{ in, want string }{
+		{`{"command":"create","path":"/memories/Notes.md","file_text":"one\n"}`, "File created successfully at: /memories/Notes.md"},
+		{`{"command":"create","path":"/memories/Dir/a.md","file_text":"a"}`, "File created successfully at: /memories/Dir/a.md"},
+		{`{"command":"create","path":"/memories/Old.md","file_text":"old"}`, "File created successfully at: /memories/Old.md"},
+		{`{"command":"str_replace","path":"/memories/notes.md","old_str":"one","new_str":"two"}`, "The memory file has been edited."},
+		{`{"command":"rename","old_path":"/memories/dir/A.md","new_path":"/memories/DIR/b.md"}`, "Successfully renamed /memories/dir/A.md to /memories/DIR/b.md"},
+		{`{"command":"rename","old_path":"/memories/Dir","new_path":"/memories/dir/x"}`, "Error: Cannot move /memories/Dir into itself (/memories/dir/x)"},
+		{`{"command":"delete","path":"/memories/NOTES.md"}`, "Successfully deleted /memories/NOTES.md"},
+	} {
+		res := execJSON(t, h, c.in)
+		if !strings.HasPrefix(res.Text, c.want) {
+			t.Fatalf("%s: %q, want %q", c.in, res.Text, c.want)
+		}
+	}
+	vs, err := h.Log(ctx, handlers.LogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := map[string]bool{"": true, "/memories/Notes.md": true, "/memories/Dir/a.md": true, "/memories/Dir/b.md": true, "/memories/Old.md": true}
+	for _, v := range vs {
+		if !onDisk[v.Path] || !onDisk[v.NewPath] {
+			t.Errorf("version %d names %q → %q, not as the directory spells it", v.Seq, v.Path, v.NewPath)
+		}
+	}
+	if got, err := h.Show(ctx, "/memories/Notes.md", 4); string(got) != "two\n" || err != nil {
+		t.Errorf("show Notes.md@4 = %q, %v; want what str_replace left", got, err)
+	}
+	if _, err := h.Restore(ctx, "/memories", 5); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := h.Read(ctx, "/memories/Notes.md"); string(got) != "two\n" || err != nil {
+		t.Errorf("after undoing the delete, Notes.md = %q, %v; want %q", got, err, "two\n")
+	}
+
+	clock = clock.Add(2 * time.Hour)
+	if res := execJSON(t, h, `{"command":"view","path":"/memories/NOTES.md"}`); res.IsError {
+		t.Fatal(res.Text)
+	}
+	// What a release that recorded names as the model spelled them wrote for a view of
+	// /memories/dir/B.MD.
+	journal, err := os.OpenFile(filepath.Join(dir, ".memory-mcp-access.log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(journal, "t\t%d\tdir/B.MD\n", clock.Unix())
+	journal.Close()
+	got, err := store.Expire(ctx, time.Hour, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []vfs.Expired{{Path: "/memories/Old.md", Size: 3}}; !cmp.Equal(got, want) {
+		t.Errorf("expired %+v, want only the file nobody viewed: %+v", got, want)
+	}
+}
+
+func execJSON(t *testing.T, h *handlers.Memory, input string) handlers.Result {
+	t.Helper()
+	var in map[string]any
+	if err := json.Unmarshal([]byte(input), &in); err != nil {
+		t.Fatal(err)
+	}
+	return h.Exec(context.Background(), in)
+}
