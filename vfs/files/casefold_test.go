@@ -169,3 +169,58 @@ func execJSON(t *testing.T, h *handlers.Memory, input string) handlers.Result {
 	}
 	return h.Exec(context.Background(), in)
 }
+
+// An overlay whose lower layer ignores case answers in any spelling as that layer does: a
+// file changed in another spelling is copied up under its own name (listed once), a
+// delete in another spelling hides the lower file for good, and the history names the
+// file as the lower layer spells it; with the upper layer on disk or in memory.
+func TestCaseInsensitiveOverlay(t *testing.T) {
+	mnt := caseInsensitiveDir(t)
+	for _, upper := range []string{"disk", "memory"} {
+		t.Run(upper, func(t *testing.T) {
+			lower, up := filepath.Join(mnt, upper, "lower"), ""
+			if upper == "disk" {
+				up = filepath.Join(mnt, upper, "upper")
+			}
+			if err := os.MkdirAll(filepath.Join(lower, "Dir"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for name, text := range map[string]string{"Notes.md": "lower\n", "Dir/A.md": "a\n"} {
+				if err := os.WriteFile(filepath.Join(lower, name), []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			store, err := files.OpenOverlayStore(lower, up, vfs.WithHistory(vfs.HistoryConfig{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			h := handlers.New(store, handlers.DefaultLimits())
+			listing := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n"
+			for _, c := range []struct{ in, want string }{
+				{`{"command":"str_replace","path":"/memories/notes.md","old_str":"lower","new_str":"upper"}`, "The memory file has been edited."},
+				{`{"command":"view","path":"/memories"}`, listing + "8B\t/memories\n2B\t/memories/Dir/\n2B\t/memories/Dir/A.md\n6B\t/memories/Notes.md"},
+				{`{"command":"delete","path":"/memories/dir/a.md"}`, "Successfully deleted /memories/dir/a.md"},
+				{`{"command":"view","path":"/memories/Dir/A.md"}`, "The path /memories/Dir/A.md does not exist."},
+				{`{"command":"delete","path":"/memories/NOTES.md"}`, "Successfully deleted /memories/NOTES.md"},
+				{`{"command":"view","path":"/memories/notes.MD"}`, "The path /memories/notes.MD does not exist."},
+				{`{"command":"view","path":"/memories"}`, listing + "0B\t/memories\n0B\t/memories/Dir/"},
+			} {
+				if res := execJSON(t, h, c.in); !strings.HasPrefix(res.Text, c.want) {
+					t.Fatalf("%s: %q, want %q", c.in, res.Text, c.want)
+				}
+			}
+			vs, err := h.Log(context.Background(), handlers.LogQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range vs {
+				got = append(got, string(v.Kind)+" "+v.Path)
+			}
+			if want := []string{"deleted /memories/Notes.md", "deleted /memories/Dir/A.md", "modified /memories/Notes.md"}; !cmp.Equal(got, want) {
+				t.Errorf("history %q, want %q", got, want)
+			}
+		})
+	}
+}

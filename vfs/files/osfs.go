@@ -102,11 +102,7 @@ func (f *OSFs) open() error {
 		return err
 	}
 	f.root, f.rootInfo, f.lock, f.gate = root, info, nil, nil
-	if lerr == nil {
-		// A filesystem that ignores case finds the lock file by another spelling too.
-		_, err := root.Stat(strings.ToUpper(lockFileName))
-		f.foldsCase = err == nil
-	}
+	f.foldsCase = foldsCase(root)
 	if lerr == nil && gerr == nil {
 		f.lock, f.gate = lock, gate
 	} else {
@@ -336,16 +332,25 @@ func (f *OSFs) walkLinks(name string, last bool) (resolved string, ok, bookkeepi
 	return done, true, bookkeeping
 }
 
-// Canonical spells name as the directory does when the filesystem ignores case, as macOS
-// and Windows usually do: each element that names an existing entry takes that entry's
-// spelling, the rest stays as given. Elsewhere it returns name.
+// FoldsCase reports whether the filesystem ignores case, as macOS's and Windows' usually do.
+func (f *OSFs) FoldsCase() bool { return f.foldsCase }
+
+// Canonical spells name as the directory does where the filesystem ignores case (see
+// canonical); elsewhere it returns name.
 func (f *OSFs) Canonical(name string) string {
 	if !f.foldsCase {
 		return name
 	}
+	return canonical(f, name)
+}
+
+// canonical spells name as fsys lists it: each element that names an existing entry in
+// another case takes that entry's spelling; from the first that names none, the rest
+// stays as given.
+func canonical(fsys afero.Fs, name string) string {
 	elems := strings.Split(name, "/")
 	for i, e := range elems {
-		d, err := f.Open(path.Join(append([]string{"."}, elems[:i]...)...))
+		d, err := fsys.Open(path.Join(append([]string{"/"}, elems[:i]...)...))
 		if err != nil {
 			break
 		}
@@ -366,6 +371,28 @@ func (f *OSFs) Canonical(name string) string {
 		elems[i] = names[j]
 	}
 	return strings.Join(elems, "/")
+}
+
+// foldsCase reports whether root's filesystem ignores case: one of its entries (the lock
+// file in a store) is found by another spelling of its name too.
+func foldsCase(root *os.Root) bool {
+	d, err := root.Open(".")
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(64)
+	for _, n := range names {
+		other := strings.ToUpper(n)
+		if other == n {
+			other = strings.ToLower(n)
+		}
+		if other != n {
+			_, err := root.Lstat(other)
+			return err == nil
+		}
+	}
+	return false
 }
 
 // Name identifies the filesystem type.

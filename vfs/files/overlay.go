@@ -44,14 +44,22 @@ type OverlayFs struct {
 	upper FS
 	links interface{ ReachesBookkeeping(string, bool) bool } // the lower layer's links; nil: none
 
-	mu sync.RWMutex
-	wh map[string]bool // cleaned relative names whose lower entries are hidden, with everything below
+	fold bool // a layer ignores case (see OSFs.FoldsCase): whiteouts hide any spelling
+
+	mu     sync.RWMutex
+	wh     map[string]bool // cleaned relative names whose lower entries are hidden, with everything below
+	whFold map[string]bool // with fold, wh's names in lower case
 }
 
 // NewOverlayFs layers upper over lower and loads the whiteouts recorded in upper.
 func NewOverlayFs(lower afero.Fs, upper FS) (*OverlayFs, error) {
 	o := &OverlayFs{lower: afero.NewReadOnlyFs(lower), upper: upper}
 	o.links, _ = lower.(interface{ ReachesBookkeeping(string, bool) bool })
+	for _, layer := range []any{lower, upper} {
+		if f, ok := layer.(interface{ FoldsCase() bool }); ok && f.FoldsCase() {
+			o.fold = true
+		}
+	}
 	if err := o.Reload(); err != nil {
 		return nil, err
 	}
@@ -80,8 +88,42 @@ func (o *OverlayFs) Reload() error {
 			wh[name] = true
 		}
 	}
-	o.wh = wh
+	o.setWhiteouts(wh)
 	return nil
+}
+
+func (o *OverlayFs) setWhiteouts(wh map[string]bool) {
+	o.wh, o.whFold = wh, map[string]bool{}
+	if o.fold {
+		for n := range wh {
+			o.whFold[o.foldName(n)] = true
+		}
+	}
+}
+
+// whitedOut reports whether a whiteout names n itself.
+func (o *OverlayFs) whitedOut(n string) bool {
+	if o.fold {
+		return o.whFold[o.foldName(n)]
+	}
+	return o.wh[n]
+}
+
+// foldName is the name that n and its other spellings share where a layer ignores case.
+func (o *OverlayFs) foldName(n string) string {
+	if o.fold {
+		return strings.ToLower(n)
+	}
+	return n
+}
+
+// Canonical spells name as the merged view lists it where a layer ignores case (see
+// OSFs.Canonical): a file copied up, or hidden, keeps the lower layer's spelling.
+func (o *OverlayFs) Canonical(name string) string {
+	if !o.fold {
+		return name
+	}
+	return canonical(o, name)
 }
 
 // clean turns any afero name into a cleaned relative name, "" for the root.
@@ -97,7 +139,7 @@ func parent(n string) string {
 // hidden reports whether a whiteout covers n.
 func (o *OverlayFs) hidden(n string) bool {
 	for ; n != ""; n = parent(n) {
-		if o.wh[n] {
+		if o.whitedOut(n) {
 			return true
 		}
 	}
@@ -162,7 +204,7 @@ func (o *OverlayFs) readDir(n string) ([]fs.FileInfo, error) {
 			return nil, err
 		}
 		for _, fi := range infos {
-			seen[fi.Name()] = true
+			seen[o.foldName(fi.Name())] = true
 		}
 		out = append(out, infos...)
 	}
@@ -173,7 +215,7 @@ func (o *OverlayFs) readDir(n string) ([]fs.FileInfo, error) {
 				return nil, err
 			}
 			for _, fi := range infos {
-				if !seen[fi.Name()] && !o.wh[path.Join(n, fi.Name())] {
+				if !seen[o.foldName(fi.Name())] && !o.whitedOut(path.Join(n, fi.Name())) {
 					out = append(out, fi)
 				}
 			}
@@ -237,7 +279,7 @@ func (o *OverlayFs) addWhiteout(n string) error {
 	if err := o.writeUpper(whiteoutsName, []byte(strings.Join(names, "\n")+"\n")); err != nil {
 		return err
 	}
-	o.wh = wh
+	o.setWhiteouts(wh)
 	return nil
 }
 
