@@ -224,3 +224,32 @@ func TestCaseInsensitiveOverlay(t *testing.T) {
 		})
 	}
 }
+
+// A directory that tells case apart is never taken for one that ignores it, even when it
+// holds several spellings of one name: another spelling names no file there.
+func TestCaseSensitiveDirectoryWithManySpellings(t *testing.T) {
+	lower := t.TempDir()
+	for _, name := range []string{"Notes.md", "NOTES.MD", "notes.md"} {
+		if err := os.WriteFile(filepath.Join(lower, name), []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if entries, _ := os.ReadDir(lower); len(entries) != 3 {
+		t.Skip("the temporary directory ignores case")
+	}
+	store, err := files.OpenOverlayStore(lower, "", vfs.WithHistory(vfs.HistoryConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	h := handlers.New(store, handlers.DefaultLimits())
+	for _, c := range []struct{ in, want string }{
+		{`{"command":"view","path":"/memories/nOTES.md"}`, "The path /memories/nOTES.md does not exist."},
+		{`{"command":"create","path":"/memories/Notes.MD","file_text":"new"}`, "File created successfully at: /memories/Notes.MD"},
+		{`{"command":"view","path":"/memories/NOTES.MD"}`, "Here's the content of /memories/NOTES.MD with line numbers:\n     1\tNOTES.MD"},
+	} {
+		if res := execJSON(t, h, c.in); !strings.HasPrefix(res.Text, c.want) {
+			t.Fatalf("%s: %q, want %q", c.in, res.Text, c.want)
+		}
+	}
+}

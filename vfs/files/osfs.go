@@ -373,21 +373,21 @@ func canonical(fsys afero.Fs, name string) string {
 	return strings.Join(elems, "/")
 }
 
-// foldsCase reports whether root's filesystem ignores case: one of its entries (the lock
-// file in a store) is found by another spelling of its name too.
+// foldsCase reports whether root's filesystem ignores case: it finds one of its entries by
+// another spelling that it does not list.
 func foldsCase(root *os.Root) bool {
 	d, err := root.Open(".")
 	if err != nil {
 		return false
 	}
 	defer d.Close()
-	names, _ := d.Readdirnames(64)
+	names, _ := d.Readdirnames(-1)
 	for _, n := range names {
 		other := strings.ToUpper(n)
 		if other == n {
 			other = strings.ToLower(n)
 		}
-		if other != n {
+		if other != n && !slices.Contains(names, other) {
 			_, err := root.Lstat(other)
 			return err == nil
 		}
