@@ -332,69 +332,6 @@ func (f *OSFs) walkLinks(name string, last bool) (resolved string, ok, bookkeepi
 	return done, true, bookkeeping
 }
 
-// FoldsCase reports whether the filesystem ignores case, as macOS's and Windows' usually do.
-func (f *OSFs) FoldsCase() bool { return f.foldsCase }
-
-// Canonical spells name as the directory does where the filesystem ignores case (see
-// canonical); elsewhere it returns name.
-func (f *OSFs) Canonical(name string) string {
-	if !f.foldsCase {
-		return name
-	}
-	return canonical(f, name)
-}
-
-// canonical spells name as fsys lists it: each element that names an existing entry in
-// another case takes that entry's spelling; from the first that names none, the rest
-// stays as given.
-func canonical(fsys afero.Fs, name string) string {
-	elems := strings.Split(name, "/")
-	for i, e := range elems {
-		d, err := fsys.Open(path.Join(append([]string{"/"}, elems[:i]...)...))
-		if err != nil {
-			break
-		}
-		names, err := d.Readdirnames(-1)
-		d.Close()
-		if err != nil {
-			break
-		}
-		if slices.Contains(names, e) {
-			continue
-		}
-		j := slices.IndexFunc(names, func(n string) bool {
-			return strings.EqualFold(n, e) && vfs.ValidName(n) && !vfs.IsBookkeeping(n)
-		})
-		if j < 0 {
-			break
-		}
-		elems[i] = names[j]
-	}
-	return strings.Join(elems, "/")
-}
-
-// foldsCase reports whether root's filesystem ignores case: it finds one of its entries by
-// another spelling that it does not list.
-func foldsCase(root *os.Root) bool {
-	d, err := root.Open(".")
-	if err != nil {
-		return false
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	for _, n := range names {
-		other := strings.ToUpper(n)
-		if other == n {
-			other = strings.ToLower(n)
-		}
-		if other != n && !slices.Contains(names, other) {
-			_, err := root.Lstat(other)
-			return err == nil
-		}
-	}
-	return false
-}
-
 // Name identifies the filesystem type.
 func (f *OSFs) Name() string { return "OSFs" }
 
