@@ -46,9 +46,9 @@ type OverlayFs struct {
 
 	fold bool // a layer ignores case (see OSFs.FoldsCase): whiteouts hide any spelling
 
-	mu     sync.RWMutex
-	wh     map[string]bool // cleaned relative names whose lower entries are hidden, with everything below
-	whFold map[string]bool // with fold, wh's names in lower case
+	mu    sync.RWMutex
+	wh    map[string]bool // cleaned relative names whose lower entries are hidden, with everything below
+	hides map[string]bool // wh's names as foldName spells them, for lookups
 }
 
 // NewOverlayFs layers upper over lower and loads the whiteouts recorded in upper.
@@ -93,21 +93,14 @@ func (o *OverlayFs) Reload() error {
 }
 
 func (o *OverlayFs) setWhiteouts(wh map[string]bool) {
-	o.wh, o.whFold = wh, map[string]bool{}
-	if o.fold {
-		for n := range wh {
-			o.whFold[o.foldName(n)] = true
-		}
+	o.wh, o.hides = wh, make(map[string]bool, len(wh))
+	for n := range wh {
+		o.hides[o.foldName(n)] = true
 	}
 }
 
-// whitedOut reports whether a whiteout names n itself.
-func (o *OverlayFs) whitedOut(n string) bool {
-	if o.fold {
-		return o.whFold[o.foldName(n)]
-	}
-	return o.wh[n]
-}
+// whitedOut reports whether a whiteout names n itself, in any spelling where case is ignored.
+func (o *OverlayFs) whitedOut(n string) bool { return o.hides[o.foldName(n)] }
 
 // foldName is the name that n and its other spellings share where a layer ignores case.
 func (o *OverlayFs) foldName(n string) string {
