@@ -51,16 +51,16 @@ func (h *Memory) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 		vs, err := m.Log(ctx, q)
 		return m.shownVersions(vs), m.shownErr(err)
 	}
-	dir := vfs.Root
+	p := vfs.MustResolve(vfs.Root)
 	if q.Path != "" {
-		p, err := h.resolveArg(q.Path)
-		if err != nil {
+		var err error
+		if p, err = h.resolveArg(q.Path); err != nil {
 			return nil, err
 		}
-		dir = p.String()
 	}
 	var out []vfs.Version
 	err := h.history(ctx, func(tx *vfs.Tx, vs []vfs.Version) error {
+		dir := tx.Canonical(p).String()
 		name := dir // the file's name as the walk back through its renames finds it
 		for i := len(vs) - 1; i >= 0 && (q.N <= 0 || len(out) < q.N); i-- {
 			v := vs[i]
@@ -95,6 +95,7 @@ func (h *Memory) Show(ctx context.Context, path string, seq uint64) ([]byte, err
 	}
 	var data []byte
 	err = h.history(ctx, func(tx *vfs.Tx, vs []vfs.Version) error {
+		p := tx.Canonical(p)
 		if err := checkSeq(vs, seq); err != nil {
 			return err
 		}
@@ -147,6 +148,7 @@ func (h *Memory) Diff(ctx context.Context, path string, seqs ...uint64) (string,
 	}
 	var out string
 	err = h.history(ctx, func(tx *vfs.Tx, vs []vfs.Version) error {
+		p := tx.Canonical(p)
 		for _, seq := range seqs {
 			if err := checkSeq(vs, seq); err != nil {
 				return err
@@ -295,6 +297,7 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 	}
 	batch, err := h.store.Apply(ctx, "restore", func(tx *vfs.Tx) error {
 		res = Restored{}
+		p := tx.Canonical(p)
 		vs, err := tx.Versions()
 		if err != nil {
 			return noHistory(err)
@@ -501,6 +504,7 @@ func (h *Memory) Redact(ctx context.Context, path string, seq uint64) (int, erro
 	}
 	n := 0
 	_, err = h.store.Apply(ctx, "redact", func(tx *vfs.Tx) error {
+		p := tx.Canonical(p)
 		vs, err := tx.Versions()
 		if err != nil {
 			return noHistory(err)

@@ -133,6 +133,13 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 	if got, err := h.Show(ctx, "/memories/Notes.md", 4); string(got) != "two\n" || err != nil {
 		t.Errorf("show Notes.md@4 = %q, %v; want what str_replace left", got, err)
 	}
+	// A person's history commands take the path in any spelling too, while the file is there.
+	if vs, err := h.Log(ctx, handlers.LogQuery{Path: "/memories/DIR"}); len(vs) != 2 || err != nil {
+		t.Errorf("log /memories/DIR: %d versions, %v; want 2", len(vs), err)
+	}
+	if got, err := h.Show(ctx, "/memories/dir/B.md", 5); string(got) != "a" || err != nil {
+		t.Errorf("show dir/B.md@5 = %q, %v; want %q", got, err, "a")
+	}
 	if _, err := h.Restore(ctx, "/memories", 5); err != nil {
 		t.Fatal(err)
 	}
