@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -259,7 +260,9 @@ func importStream(ctx context.Context, tx *Tx, r io.Reader, lim ImportLimits, go
 					return err
 				}
 			}
-			if err := tx.t.CreateFile(ctx, p, data); err != nil {
+			if err := tx.t.CreateFile(ctx, p, data); errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s: given twice, or in two spellings that this storage does not tell apart (macOS and Windows ignore case): rename one where the stream came from", p)
+			} else if err != nil {
 				return err
 			}
 			got.Files++

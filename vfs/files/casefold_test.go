@@ -1,6 +1,7 @@
 package files_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -93,7 +94,8 @@ func caseInsensitiveDir(t *testing.T) string {
 // directory itself in another spelling is refused as such, and expiry keeps a file viewed
 // in another spelling, also when a release before recorded that spelling.
 func TestCaseInsensitiveDirectory(t *testing.T) {
-	dir := filepath.Join(caseInsensitiveDir(t), "m")
+	mnt := caseInsensitiveDir(t)
+	dir := filepath.Join(mnt, "m")
 	ctx := context.Background()
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
@@ -165,6 +167,27 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 	}
 	if want := []vfs.Expired{{Path: "/memories/Old.md", Size: 3}}; !cmp.Equal(got, want) {
 		t.Errorf("expired %+v, want only the file nobody viewed: %+v", got, want)
+	}
+
+	// Files whose names differ only in case, from a store that tells them apart, cannot
+	// all come in: the import says why and leaves nothing.
+	linux := files.NewMemoryStore()
+	for _, p := range []string{"/memories/Notes.md", "/memories/notes.md"} {
+		if err := linux.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve(p), []byte(p)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stream bytes.Buffer
+	if err := linux.Export(ctx, &stream, false); err != nil {
+		t.Fatal(err)
+	}
+	into, err := files.OpenOSStore(filepath.Join(mnt, "import"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer into.Close()
+	if _, err := into.Import(ctx, &stream, vfs.ImportLimits{}); err == nil || !strings.Contains(err.Error(), "/memories/notes.md: given twice, or in two spellings") {
+		t.Errorf("import of two spellings: %v", err)
 	}
 }
 
