@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -260,10 +259,8 @@ func importStream(ctx context.Context, tx *Tx, r io.Reader, lim ImportLimits, go
 					return err
 				}
 			}
-			if err := tx.t.CreateFile(ctx, p, data); errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("%s: given twice, or in two spellings that this storage does not tell apart (macOS and Windows ignore case): rename one where the stream came from", p)
-			} else if err != nil {
-				return err
+			if err := tx.t.CreateFile(ctx, p, data); err != nil {
+				return importConflict(ctx, tx.t, p, err)
 			}
 			got.Files++
 		case name == exportVersions && info.History:
@@ -308,6 +305,24 @@ func importStream(ctx context.Context, tx *Tx, r io.Reader, lim ImportLimits, go
 			return fmt.Errorf("%q: not part of a memory-mcp export", name)
 		}
 	}
+}
+
+// importConflict says why the file at p could not be created, where something the stream
+// made before is in its way.
+func importConflict(ctx context.Context, t Txn, p Path, err error) error {
+	for q := p; !q.IsRoot(); q = q.Parent() {
+		e, serr := t.Stat(ctx, q)
+		switch {
+		case serr != nil:
+		case q == p && e.IsDir():
+			return fmt.Errorf("%s: the stream has it as a file and as a directory", p)
+		case q == p:
+			return fmt.Errorf("%s: given twice, or in two spellings that this storage does not tell apart (macOS and Windows ignore case): rename one where the stream came from", p)
+		case !e.IsDir():
+			return fmt.Errorf("%s: the stream has %s as a file and as a directory", p, q)
+		}
+	}
+	return err
 }
 
 // hasBookkeeping reports whether any name of p is the server's bookkeeping.

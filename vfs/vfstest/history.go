@@ -242,6 +242,8 @@ func testHostileImports(t *testing.T, open func(t *testing.T, cfg vfs.HistoryCon
 		{"no time", stream(files, with(func(v *vfs.Version) { v.Seq, v.Time = 2, time.Time{} })), vfs.ImportLimits{}, "time"},
 		{"an entry after the history", stream(files, []vfs.Version{ok}, "stray"), vfs.ImportLimits{}, "not part of a memory-mcp export"},
 		{"a file given twice", stream(files, []vfs.Version{ok}, "memories/ok.md"), vfs.ImportLimits{}, "/memories/ok.md: given twice"},
+		{"a file below a file", stream(files, []vfs.Version{ok}, "memories/ok.md/x.md"), vfs.ImportLimits{}, "/memories/ok.md/x.md: the stream has /memories/ok.md as a file and as a directory"},
+		{"a file where a directory is", stream(files, []vfs.Version{ok}, "memories/dir"), vfs.ImportLimits{}, "/memories/dir: the stream has it as a file and as a directory"},
 		{"a file over the per-file limit", stream(map[string]string{"ok.md": "ok\n", "z.md": strings.Repeat("z", 101)}, nil), vfs.ImportLimits{MaxFileBytes: 100}, "over the limit of 100 bytes per memory file"},
 		{"files over the store's limit", stream(map[string]string{"a.md": strings.Repeat("a", 60), "b.md": strings.Repeat("b", 60)}, nil), vfs.ImportLimits{MaxStoreBytes: 100}, "over the store's limit of 100 bytes"},
 		{"a file the check refuses", stream(map[string]string{"a.md": "fine\n", "b.md": "KEY\n"}, nil), vfs.ImportLimits{Check: func(p string, data []byte) error {
