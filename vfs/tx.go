@@ -30,7 +30,7 @@ type Tx struct {
 // Stat describes the entry at p without following a final symbolic link. A symbolic link
 // anywhere on the way that leads outside the storage gives ErrEscape; so does a final link
 // that points outside. A path that runs through a file reports IsNotExist.
-func (tx *Tx) Stat(p Path) (Entry, error) { return tx.t.Stat(tx.ctx, p) }
+func (tx *Tx) Stat(p Path) (Entry, error) { return tx.t.Stat(tx.ctx, tx.Canonical(p)) }
 
 // ReadFile returns the content of the file at p.
 func (tx *Tx) ReadFile(p Path) ([]byte, error) {
@@ -61,14 +61,14 @@ func (tx *Tx) Open(p Path) (io.ReadCloser, error) {
 
 // List returns the entries of the directory at p, sorted by name in byte order, without
 // the server's bookkeeping files, described without following links.
-func (tx *Tx) List(p Path) ([]Entry, error) { return tx.t.List(tx.ctx, p) }
+func (tx *Tx) List(p Path) ([]Entry, error) { return tx.t.List(tx.ctx, tx.Canonical(p)) }
 
 // Tree describes the directory at p and everything below it: its entries down to depth
 // levels (1: the children only), and the total size of every directory at any depth. An
 // entry for which skip reports true is neither listed nor counted, nor descended into;
 // symbolic links and special files never are. It gives up when the call's context is done.
 func (tx *Tx) Tree(p Path, depth int, skip func(name string) bool) (Node, error) {
-	return tx.t.Tree(tx.ctx, p, depth, skip)
+	return tx.t.Tree(tx.ctx, tx.Canonical(p), depth, skip)
 }
 
 // Usage returns the bytes of all files at virtual paths (hidden files included, the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,12 @@ import (
 // case it is given, as macOS and Windows usually format theirs: exFAT, made on a loop
 // device and mounted through FUSE, as root or through sudo without a password. Where a
 // piece is missing the test is skipped, naming it; with CI=true it fails.
-func caseInsensitiveDir(t *testing.T) string {
+//
+// forget drops the names the kernel caches: it does not know that FUSE's names ignore case,
+// so for up to a second after a move or delete it still finds the name in another spelling
+// it looked up before (macOS and Windows have no such cache). A test calls it between calls
+// that may meet that.
+func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 	t.Helper()
 	var sudo []string // how the mount commands run: as this user when it is root
 	missing := ""
@@ -85,7 +91,11 @@ func caseInsensitiveDir(t *testing.T) string {
 	if _, err := os.Stat(filepath.Join(mnt, "PROBE")); err != nil {
 		t.Fatalf("exFAT does not ignore case here: %v", err)
 	}
-	return mnt
+	return mnt, func() {
+		if _, err := run(append(sudo, "sh", "-c", "echo 2 > /proc/sys/vm/drop_caches")...); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // On a filesystem that ignores case, a path the model spells in another case acts on the
@@ -94,7 +104,7 @@ func caseInsensitiveDir(t *testing.T) string {
 // directory itself in another spelling is refused as such, and expiry keeps a file viewed
 // in another spelling, also when a release before recorded that spelling.
 func TestCaseInsensitiveDirectory(t *testing.T) {
-	mnt := caseInsensitiveDir(t)
+	mnt, _ := caseInsensitiveDir(t)
 	dir := filepath.Join(mnt, "m")
 	ctx := context.Background()
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -205,7 +215,7 @@ func execJSON(t *testing.T, h *handlers.Memory, input string) handlers.Result {
 // delete in another spelling hides the lower file for good, and the history names the
 // file as the lower layer spells it; with the upper layer on disk or in memory.
 func TestCaseInsensitiveOverlay(t *testing.T) {
-	mnt := caseInsensitiveDir(t)
+	mnt, _ := caseInsensitiveDir(t)
 	for _, upper := range []string{"disk", "memory"} {
 		t.Run(upper, func(t *testing.T) {
 			lower, up := filepath.Join(mnt, upper, "lower"), ""
@@ -282,4 +292,106 @@ func TestCaseSensitiveDirectoryWithManySpellings(t *testing.T) {
 			t.Fatalf("%s: %q, want %q", c.in, res.Text, c.want)
 		}
 	}
+}
+
+// Whatever the model does in whatever spellings on storage that ignores case (an os store,
+// or an overlay over such a directory with its upper layer in memory), the history stays
+// true to the files: restoring the last version changes nothing, and show of that version
+// gives each file's content. Each op is a command on one of a few paths, each letter of
+// which cases picks the case of.
+func FuzzCaseInsensitive(f *testing.F) {
+	f.Add([]byte{0, 9, 1, 4, 10, 3, 7}, uint64(0b1011_0110))
+	f.Add([]byte{8, 17, 2, 12, 4, 25, 7, 0, 3}, uint64(0x5a5a_5a5a))
+	f.Add([]byte{1, 0, 36, 4, 11, 23, 6, 15, 7, 2}, uint64(0xf0f0_1234))
+	mnt, forget := caseInsensitiveDir(f)
+	names := []string{"a.md", "d/b.md", "d", "d/c.md", "e/a.md", "e"}
+	f.Fuzz(func(t *testing.T, ops []byte, cases uint64) {
+		if len(ops) > 30 {
+			return
+		}
+		ctx := context.Background()
+		dir, err := os.MkdirTemp(mnt, "fuzz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir) // after the store closes: the filesystem is small
+		var store *vfs.Store
+		if cases&1 == 0 {
+			store, err = files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{}))
+		} else {
+			if err := os.MkdirAll(filepath.Join(dir, "D"), 0o700); err == nil {
+				os.WriteFile(filepath.Join(dir, "A.md"), []byte("lower\n"), 0o600)
+				os.WriteFile(filepath.Join(dir, "D", "B.md"), []byte("lower\n"), 0o600)
+			}
+			store, err = files.OpenOverlayStore(dir, "", vfs.WithHistory(vfs.HistoryConfig{}))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		h := handlers.New(store, handlers.DefaultLimits())
+		spell := func(name string) string {
+			b := []byte(name)
+			for i := range b {
+				if cases = cases>>1 | cases<<63; cases&2 != 0 && 'a' <= b[i] && b[i] <= 'z' {
+					b[i] -= 'a' - 'A'
+				}
+			}
+			return "/memories/" + string(b)
+		}
+		for i, op := range ops {
+			p, q := spell(names[int(op/8)%len(names)]), spell(names[int(op/48+op)%len(names)])
+			var in map[string]any
+			switch op % 8 {
+			case 0:
+				in = map[string]any{"command": "create", "path": p, "file_text": "v" + strconv.Itoa(i) + "\n"}
+			case 1:
+				in = map[string]any{"command": "str_replace", "path": p, "old_str": "v", "new_str": "w" + strconv.Itoa(i)}
+			case 2:
+				in = map[string]any{"command": "insert", "path": p, "insert_line": 0, "insert_text": "line " + strconv.Itoa(i)}
+			case 3:
+				in = map[string]any{"command": "delete", "path": p}
+			case 4, 5:
+				in = map[string]any{"command": "rename", "old_path": p, "new_path": q}
+			case 6:
+				in = map[string]any{"command": "view", "path": p}
+			case 7:
+				vs, _ := h.Log(ctx, handlers.LogQuery{})
+				if len(vs) > 0 {
+					if _, err := h.Restore(ctx, "/memories", vs[len(vs)-1].Seq-uint64(op/8)%vs[len(vs)-1].Seq); err != nil {
+						t.Fatalf("op %d: restore: %v", i, err)
+					}
+					forget()
+				}
+				continue
+			}
+			res := h.Exec(ctx, in)
+			t.Logf("%v: %.90q", in, res.Text)
+			forget()
+			if strings.Contains(res.Text, "Could not") {
+				t.Fatalf("op %d %v: %s", i, in, res.Text)
+			}
+		}
+		vs, err := h.Log(ctx, handlers.LogQuery{})
+		if err != nil || len(vs) == 0 {
+			return
+		}
+		last := vs[0].Seq
+		if r, err := h.Restore(ctx, "/memories", last); err != nil || r.Version != 0 {
+			t.Fatalf("restoring the last version changed %+v (%v): the history differs from the files", r, err)
+		}
+		list, err := h.FileList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range list {
+			data, _, err := h.Read(ctx, file.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := h.Show(ctx, file.Path, last); string(got) != string(data) && (err == nil || !strings.Contains(err.Error(), "no version")) {
+				t.Errorf("show %s@%d = %q (%v), the file holds %q", file.Path, last, got, err, data)
+			}
+		}
+	})
 }
