@@ -295,10 +295,11 @@ func TestCaseSensitiveDirectoryWithManySpellings(t *testing.T) {
 }
 
 // Whatever the model does in whatever spellings on storage that ignores case (an os store,
-// or an overlay over such a directory with its upper layer in memory), the history stays
-// true to the files: restoring the last version changes nothing, and show of that version
-// gives each file's content. Each op is a command on one of a few paths, each letter of
-// which cases picks the case of.
+// or an overlay over such a directory with its upper layer in memory), expiry keeps every
+// file viewed or changed in the last minutes, in any spelling, and the history stays true
+// to the files: restoring the last version changes nothing, and show of that version gives
+// each file's content. Each op is a command on one of a few paths, each letter of which
+// cases picks the case of, a minute after the one before.
 func FuzzCaseInsensitive(f *testing.F) {
 	f.Add([]byte{0, 9, 1, 4, 10, 3, 7}, uint64(0b1011_0110))
 	f.Add([]byte{8, 17, 2, 12, 4, 25, 7, 0, 3}, uint64(0x5a5a_5a5a))
@@ -315,20 +316,26 @@ func FuzzCaseInsensitive(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer os.RemoveAll(dir) // after the store closes: the filesystem is small
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		now := func() time.Time { return clock }
 		var store *vfs.Store
 		if cases&1 == 0 {
-			store, err = files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{}))
+			store, err = files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{Now: now}))
 		} else {
 			if err := os.MkdirAll(filepath.Join(dir, "D"), 0o700); err == nil {
 				os.WriteFile(filepath.Join(dir, "A.md"), []byte("lower\n"), 0o600)
 				os.WriteFile(filepath.Join(dir, "D", "B.md"), []byte("lower\n"), 0o600)
 			}
-			store, err = files.OpenOverlayStore(dir, "", vfs.WithHistory(vfs.HistoryConfig{}))
+			store, err = files.OpenOverlayStore(dir, "", vfs.WithHistory(vfs.HistoryConfig{Now: now}))
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer store.Close()
+		if err := store.TrackAccess(now); err != nil {
+			t.Fatal(err)
+		}
+		touched := map[string]time.Time{} // by the path in lower case (the names are ASCII)
 		h := handlers.New(store, handlers.DefaultLimits())
 		spell := func(name string) string {
 			b := []byte(name)
@@ -340,6 +347,7 @@ func FuzzCaseInsensitive(f *testing.F) {
 			return "/memories/" + string(b)
 		}
 		for i, op := range ops {
+			clock = clock.Add(time.Minute)
 			p, q := spell(names[int(op/8)%len(names)]), spell(names[int(op/48+op)%len(names)])
 			var in map[string]any
 			switch op % 8 {
@@ -356,9 +364,9 @@ func FuzzCaseInsensitive(f *testing.F) {
 			case 6:
 				in = map[string]any{"command": "view", "path": p}
 			case 7:
-				vs, _ := h.Log(ctx, handlers.LogQuery{})
+				vs, _ := h.Log(ctx, handlers.LogQuery{}) // newest first
 				if len(vs) > 0 {
-					if _, err := h.Restore(ctx, "/memories", vs[len(vs)-1].Seq-uint64(op/8)%vs[len(vs)-1].Seq); err != nil {
+					if _, err := h.Restore(ctx, "/memories", vs[0].Seq-uint64(op/8)%vs[0].Seq); err != nil {
 						t.Fatalf("op %d: restore: %v", i, err)
 					}
 					forget()
@@ -371,7 +379,23 @@ func FuzzCaseInsensitive(f *testing.F) {
 			if strings.Contains(res.Text, "Could not") {
 				t.Fatalf("op %d %v: %s", i, in, res.Text)
 			}
+			if !res.IsError && in["command"] != "delete" {
+				touched[strings.ToLower(p)] = clock
+				if q, ok := in["new_path"].(string); ok {
+					touched[strings.ToLower(q)] = clock
+				}
+			}
 		}
+		expired, err := store.Expire(ctx, 5*time.Minute, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range expired {
+			if at, ok := touched[strings.ToLower(e.Path)]; ok && !e.Dir && clock.Sub(at) < 4*time.Minute {
+				t.Errorf("expiry deleted %s, viewed or changed %v ago", e.Path, clock.Sub(at))
+			}
+		}
+		forget()
 		vs, err := h.Log(ctx, handlers.LogQuery{})
 		if err != nil || len(vs) == 0 {
 			return
