@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,16 +22,31 @@ import (
 )
 
 // caseInsensitiveDir returns a new directory on a filesystem that ignores case and keeps the
-// case it is given, as macOS and Windows usually format theirs: exFAT, made on a loop
-// device and mounted through FUSE, as root or through sudo without a password. Where a
-// piece is missing the test is skipped, naming it; with CI=true it fails.
+// case it is given: on macOS and Windows the temporary directory, as they usually format
+// theirs; on Linux exFAT, made on a loop device and mounted through FUSE, as root or
+// through sudo without a password (fuzzing workers use their coordinator's). Where a piece
+// is missing the test is skipped, naming it; with CI=true it fails.
 //
-// forget drops the names the kernel caches: it does not know that FUSE's names ignore case,
-// so for up to a second after a move or delete it still finds the name in another spelling
-// it looked up before (macOS and Windows have no such cache). A test calls it between calls
-// that may meet that.
+// forget drops the names the Linux kernel caches: it does not know that FUSE's names ignore
+// case, so for up to a second after a move or delete it still finds the name in another
+// spelling it looked up before (macOS and Windows have no such cache). A test calls it
+// between calls that may meet that.
 func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 	t.Helper()
+	skip := func(format string, a ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format+"; CI must run this test", a...)
+		}
+		t.Skipf(format, a...)
+	}
+	if runtime.GOOS != "linux" {
+		dir = t.TempDir()
+		if !ignoresCase(t, dir) {
+			skip("the temporary directory tells case apart")
+		}
+		return dir, func() {}
+	}
 	var sudo []string // how the mount commands run: as this user when it is root
 	missing := ""
 	for _, tool := range []string{"losetup", "mkfs.exfat", "mount.exfat-fuse", "umount"} {
@@ -48,10 +64,7 @@ func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 		}
 	}
 	if missing != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("a filesystem that ignores case (exFAT through FUSE) needs %s; CI must run this test", missing)
-		}
-		t.Skipf("a filesystem that ignores case (exFAT through FUSE) needs %s", missing)
+		skip("a filesystem that ignores case (exFAT through FUSE) needs %s", missing)
 	}
 	run := func(args ...string) (string, error) {
 		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
@@ -59,6 +72,14 @@ func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 			err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return strings.TrimSpace(string(out)), err
+	}
+	forget = func() {
+		if _, err := run(append(sudo, "sh", "-c", "echo 2 > /proc/sys/vm/drop_caches")...); err != nil {
+			t.Error(err)
+		}
+	}
+	if mnt := os.Getenv(sharedMount); mnt != "" {
+		return mnt, forget
 	}
 	must := func(args ...string) string {
 		t.Helper()
@@ -79,23 +100,30 @@ func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 	dev := must(append(sudo, "losetup", "--find", "--show", img)...)
 	t.Cleanup(func() { run(append(sudo, "losetup", "--detach", dev)...) })
 	mnt := t.TempDir()
+	closeOnExec() // the FUSE server lives on: it must hold none of this process's pipes
 	must(append(sudo, "mount.exfat-fuse", dev, mnt)...)
 	t.Cleanup(func() {
 		if _, err := run(append(sudo, "umount", mnt)...); err != nil {
 			t.Error(err)
 		}
 	})
-	if err := os.WriteFile(filepath.Join(mnt, "Probe"), nil, 0o600); err != nil {
+	if !ignoresCase(t, mnt) {
+		t.Fatal("exFAT does not ignore case here")
+	}
+	return mnt, forget
+}
+
+// sharedMount names the mount a fuzzing coordinator made, for its workers.
+const sharedMount = "MEMORY_MCP_TEST_CASEFOLD_DIR"
+
+// ignoresCase reports whether dir finds a file it holds by another spelling.
+func ignoresCase(t testing.TB, dir string) bool {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "Probe"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(mnt, "PROBE")); err != nil {
-		t.Fatalf("exFAT does not ignore case here: %v", err)
-	}
-	return mnt, func() {
-		if _, err := run(append(sudo, "sh", "-c", "echo 2 > /proc/sys/vm/drop_caches")...); err != nil {
-			t.Error(err)
-		}
-	}
+	_, err := os.Stat(filepath.Join(dir, "PROBE"))
+	return err == nil
 }
 
 // On a filesystem that ignores case, a path the model spells in another case acts on the
@@ -305,6 +333,7 @@ func FuzzCaseInsensitive(f *testing.F) {
 	f.Add([]byte{8, 17, 2, 12, 4, 25, 7, 0, 3}, uint64(0x5a5a_5a5a))
 	f.Add([]byte{1, 0, 36, 4, 11, 23, 6, 15, 7, 2}, uint64(0xf0f0_1234))
 	mnt, forget := caseInsensitiveDir(f)
+	f.Setenv(sharedMount, mnt) // for the workers, which fuzzing starts in processes of their own
 	names := []string{"a.md", "d/b.md", "d", "d/c.md", "e/a.md", "e"}
 	f.Fuzz(func(t *testing.T, ops []byte, cases uint64) {
 		if len(ops) > 30 {

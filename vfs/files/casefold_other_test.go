@@ -1,0 +1,5 @@
+//go:build !linux
+
+package files_test
+
+func closeOnExec() {} // only Linux's tests start a daemon (see caseInsensitiveDir)
