@@ -327,11 +327,13 @@ func TestCaseSensitiveDirectoryWithManySpellings(t *testing.T) {
 // file viewed or changed in the last minutes, in any spelling, and the history stays true
 // to the files: restoring the last version changes nothing, and show of that version gives
 // each file's content. Each op is a command on one of a few paths, each letter of which
-// cases picks the case of, a minute after the one before.
+// cases picks the case of, a minute after the one before; an os store may have a second
+// process taking turns.
 func FuzzCaseInsensitive(f *testing.F) {
 	f.Add([]byte{0, 9, 1, 4, 10, 3, 7}, uint64(0b1011_0110))
 	f.Add([]byte{8, 17, 2, 12, 4, 25, 7, 0, 3}, uint64(0x5a5a_5a5a))
 	f.Add([]byte{1, 0, 36, 4, 11, 23, 6, 15, 7, 2}, uint64(0xf0f0_1234))
+	f.Add([]byte{0, 0x80 | 9, 1, 0x80 | 6, 48, 0x80 | 30, 3, 0x80 | 8, 7}, uint64(0x5a5a_5a5c)) // two processes
 	mnt, forget := caseInsensitiveDir(f)
 	f.Setenv(sharedMount, mnt) // for the workers, which fuzzing starts in processes of their own
 	names := []string{"a.md", "d/b.md", "d", "d/c.md", "e/a.md", "e"}
@@ -366,6 +368,19 @@ func FuzzCaseInsensitive(f *testing.F) {
 		}
 		touched := map[string]time.Time{} // by the path in lower case (the names are ASCII)
 		h := handlers.New(store, handlers.DefaultLimits())
+		hs := []*handlers.Memory{h}
+		if cases&5 == 4 {
+			// A second process on the os store's directory: the ops' top bits take turns.
+			other, err := files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{Now: now}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			if err := other.TrackAccess(now); err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, handlers.New(other, handlers.DefaultLimits()))
+		}
 		spell := func(name string) string {
 			b := []byte(name)
 			for i := range b {
@@ -376,6 +391,7 @@ func FuzzCaseInsensitive(f *testing.F) {
 			return "/memories/" + string(b)
 		}
 		for i, op := range ops {
+			h := hs[int(op>>7)%len(hs)]
 			clock = clock.Add(time.Minute)
 			p, q := spell(names[int(op/8)%len(names)]), spell(names[int(op/48+op)%len(names)])
 			var in map[string]any
