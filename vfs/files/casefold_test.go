@@ -132,7 +132,7 @@ func ignoresCase(t testing.TB, dir string) bool {
 // directory itself in another spelling is refused as such, and expiry keeps a file viewed
 // in another spelling, also when a release before recorded that spelling.
 func TestCaseInsensitiveDirectory(t *testing.T) {
-	mnt, _ := caseInsensitiveDir(t)
+	mnt, forget := caseInsensitiveDir(t)
 	dir := filepath.Join(mnt, "m")
 	ctx := context.Background()
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -159,6 +159,7 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 		if !strings.HasPrefix(res.Text, c.want) {
 			t.Fatalf("%s: %q, want %q", c.in, res.Text, c.want)
 		}
+		forget()
 	}
 	vs, err := h.Log(ctx, handlers.LogQuery{})
 	if err != nil {
@@ -183,6 +184,7 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 	if _, err := h.Restore(ctx, "/memories", 5); err != nil {
 		t.Fatal(err)
 	}
+	forget()
 	if got, _, err := h.Read(ctx, "/memories/Notes.md"); string(got) != "two\n" || err != nil {
 		t.Errorf("after undoing the delete, Notes.md = %q, %v; want %q", got, err, "two\n")
 	}
@@ -243,7 +245,7 @@ func execJSON(t *testing.T, h *handlers.Memory, input string) handlers.Result {
 // delete in another spelling hides the lower file for good, and the history names the
 // file as the lower layer spells it; with the upper layer on disk or in memory.
 func TestCaseInsensitiveOverlay(t *testing.T) {
-	mnt, _ := caseInsensitiveDir(t)
+	mnt, forget := caseInsensitiveDir(t)
 	for _, upper := range []string{"disk", "memory"} {
 		t.Run(upper, func(t *testing.T) {
 			lower, up := filepath.Join(mnt, upper, "lower"), ""
@@ -277,6 +279,7 @@ func TestCaseInsensitiveOverlay(t *testing.T) {
 				if res := execJSON(t, h, c.in); !strings.HasPrefix(res.Text, c.want) {
 					t.Fatalf("%s: %q, want %q", c.in, res.Text, c.want)
 				}
+				forget()
 			}
 			vs, err := h.Log(context.Background(), handlers.LogQuery{})
 			if err != nil {
