@@ -113,6 +113,20 @@ func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 	return mnt, forget
 }
 
+// openTrackedOS opens the os store at dir, with history and access tracked by now.
+func openTrackedOS(t testing.TB, dir string, now func() time.Time) *vfs.Store {
+	t.Helper()
+	store, err := files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{Now: now}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.TrackAccess(now); err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	return store
+}
+
 // sharedMount names the mount a fuzzing coordinator made, for its workers.
 const sharedMount = "MEMORY_MCP_TEST_CASEFOLD_DIR"
 
@@ -137,14 +151,8 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
-	store, err := files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{Now: now}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openTrackedOS(t, dir, now)
 	defer store.Close()
-	if err := store.TrackAccess(now); err != nil {
-		t.Fatal(err)
-	}
 	h := handlers.New(store, handlers.DefaultLimits())
 	for _, c := range []struct{ in, want string }{
 		{`{"command":"create","path":"/memories/Notes.md","file_text":"one\n"}`, "File created successfully at: /memories/Notes.md"},
@@ -374,14 +382,8 @@ func FuzzCaseInsensitive(f *testing.F) {
 		hs := []*handlers.Memory{h}
 		if cases&5 == 4 {
 			// A second process on the os store's directory: the ops' top bits take turns.
-			other, err := files.OpenOSStore(dir, vfs.WithHistory(vfs.HistoryConfig{Now: now}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			other := openTrackedOS(t, dir, now)
 			defer other.Close()
-			if err := other.TrackAccess(now); err != nil {
-				t.Fatal(err)
-			}
 			hs = append(hs, handlers.New(other, handlers.DefaultLimits()))
 		}
 		spell := func(name string) string {
