@@ -297,11 +297,11 @@ func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Ver
 	}
 	batch, err := h.store.Apply(ctx, "restore", func(tx *vfs.Tx) error {
 		res = Restored{}
-		p := tx.Canonical(p)
 		vs, err := tx.Versions()
 		if err != nil {
 			return noHistory(err)
 		}
+		p := tx.Canonical(p) // as the history spells it
 		seq, err := target(vs)
 		if err != nil {
 			return err
@@ -393,25 +393,12 @@ func emptiedBy(tx *vfs.Tx, dir vfs.Path, want map[string]vfs.FileState) (bool, e
 // version seq deletes and writes, in path order, or the refusal that keeps it from
 // changing anything: a path in the way, or a limit it would break.
 func (h *Memory) planRestore(tx *vfs.Tx, p vfs.Path, seq uint64, want map[string]vfs.FileState) (deletes, writes []restoreStep, err error) {
-	// Where the storage ignores case, the history's spellings of one name are one file: it
-	// has the state of the spelling that existed after seq, if one did.
-	spelled := map[string]vfs.FileState{}
 	for _, q := range slices.Sorted(maps.Keys(want)) {
 		vp, err := vfs.Resolve(q)
 		if err != nil || vp.String() != q {
 			// Only a history written by hand or by an older import holds one.
 			return nil, nil, refuse("the history names %s, which is not a valid memory path: nothing was restored", strconv.Quote(q))
 		}
-		c := tx.Canonical(vp).String()
-		if prev, ok := spelled[c]; ok && prev.Exists && want[q].Exists {
-			return nil, nil, refuse("%s cannot be restored: the history has it in two spellings after version %d, which this storage does not tell apart", q, seq)
-		} else if !ok || want[q].Exists {
-			spelled[c] = want[q]
-		}
-	}
-	want = spelled
-	for _, q := range slices.Sorted(maps.Keys(want)) {
-		vp := vfs.MustResolve(q)
 		w := want[q]
 		cur, err := tx.Stat(vp)
 		exists := err == nil
@@ -517,11 +504,11 @@ func (h *Memory) Redact(ctx context.Context, path string, seq uint64) (int, erro
 	}
 	n := 0
 	_, err = h.store.Apply(ctx, "redact", func(tx *vfs.Tx) error {
-		p := tx.Canonical(p)
 		vs, err := tx.Versions()
 		if err != nil {
 			return noHistory(err)
 		}
+		p := tx.Canonical(p) // as the history spells it
 		i := slices.IndexFunc(vs, func(v vfs.Version) bool { return v.Seq == seq && v.Touches(p.String()) })
 		if i < 0 {
 			return refuse("version %d did not change %s (see memory-mcp log %s)", seq, p, p)

@@ -95,6 +95,7 @@ type durableTxn interface {
 // /memories/Notes.md. Canonical returns p with each element that names an existing entry
 // spelled as that entry is; the rest stays as given.
 type caseFolder interface {
+	FoldsCase() bool
 	Canonical(ctx context.Context, p Path) Path
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
+	"strings"
 )
 
 // Tx is one transaction of a Store, as the commands use it: the storage's transaction, bound
@@ -25,6 +27,8 @@ type Tx struct {
 	// and insert read the file they then write).
 	readPath string
 	readData []byte
+
+	spelling map[string]string // where the storage ignores case: lower-cased path → spelling (see Versions)
 }
 
 // Stat describes the entry at p without following a final symbolic link. A symbolic link
@@ -322,7 +326,44 @@ func (tx *Tx) Versions() ([]Version, error) {
 	if tx.hist == nil {
 		return nil, ErrNoHistory
 	}
-	return tx.hist.Versions(tx.ctx)
+	vs, err := tx.hist.Versions(tx.ctx)
+	if err != nil || !tx.foldsCase() {
+		return vs, err
+	}
+	// Where the storage ignores case, the history may spell one name in several cases (a
+	// file deleted and made again in another case, or recorded by a release that kept the
+	// model's spelling). Each name gets one spelling, for this and the transaction's paths:
+	// as the storage spells it now, else as the newest version does.
+	if tx.spelling == nil {
+		tx.spelling = map[string]string{}
+	}
+	vs = slices.Clone(vs)
+	for i := len(vs) - 1; i >= 0; i-- {
+		vs[i].Path, vs[i].NewPath = tx.respell(vs[i].Path), tx.respell(vs[i].NewPath)
+	}
+	return vs, nil
+}
+
+// respell spells the virtual path p as tx.spelling does, giving the names it does not
+// know yet the storage's spelling, else p's.
+func (tx *Tx) respell(p string) string {
+	if p == "" {
+		return p
+	}
+	if vp, err := Resolve(p); err == nil && vp.String() == p {
+		p = tx.t.(caseFolder).Canonical(tx.ctx, vp).String()
+	}
+	out := ""
+	for e := range strings.SplitSeq(strings.TrimPrefix(p, "/"), "/") {
+		key := strings.ToLower(out + "/" + e)
+		s, ok := tx.spelling[key]
+		if !ok {
+			s = out + "/" + e
+			tx.spelling[key] = s
+		}
+		out = s
+	}
+	return out
 }
 
 // Pruned returns the highest number of a version that pruning dropped from the history (0:
@@ -358,8 +399,19 @@ func (tx *Tx) RemoveDir(p Path) error { return tx.t.RemoveDir(tx.ctx, tx.Canonic
 // Canonical spells p as a storage that ignores case spells it (see caseFolder), so that one
 // file has one name in the history, the feed and the access record.
 func (tx *Tx) Canonical(p Path) Path {
-	if c, ok := tx.t.(caseFolder); ok {
-		return c.Canonical(tx.ctx, p)
+	if !tx.foldsCase() {
+		return p
+	}
+	p = tx.t.(caseFolder).Canonical(tx.ctx, p)
+	if tx.spelling != nil { // as the history read in this transaction spells it
+		if q, err := Resolve(tx.respell(p.String())); err == nil {
+			p = q
+		}
 	}
 	return p
+}
+
+func (tx *Tx) foldsCase() bool {
+	c, ok := tx.t.(caseFolder)
+	return ok && c.FoldsCase()
 }

@@ -155,6 +155,12 @@ func (tx *aferoTx) beforeChange() error {
 	return tx.s.fs.SetGeneration(tx.s.gen)
 }
 
+// FoldsCase reports whether the filesystem ignores case (see OSFs.FoldsCase).
+func (tx *aferoTx) FoldsCase() bool {
+	f, ok := tx.s.fs.(interface{ FoldsCase() bool })
+	return ok && f.FoldsCase()
+}
+
 // Canonical spells p as the filesystem does where it ignores case (see OSFs.Canonical).
 func (tx *aferoTx) Canonical(ctx context.Context, p vfs.Path) vfs.Path {
 	if name := tx.canonicalName(p.Name()); name != p.Name() {

@@ -239,6 +239,56 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 	}
 }
 
+// A directory deleted and made again in another spelling is one directory to the history:
+// log, show and restore in any spelling find the versions under both, and a restore brings
+// the old files back into the directory as it is spelled now.
+func TestCaseInsensitiveHistory(t *testing.T) {
+	mnt, forget := caseInsensitiveDir(t)
+	ctx := context.Background()
+	store := openTrackedOS(t, filepath.Join(mnt, "m"), time.Now)
+	defer store.Close()
+	h := handlers.New(store, handlers.DefaultLimits())
+	for _, in := range []string{
+		`{"command":"create","path":"/memories/Dir/a.md","file_text":"a"}`,
+		`{"command":"create","path":"/memories/Dir/b.md","file_text":"b"}`,
+		`{"command":"delete","path":"/memories/dir"}`,
+		`{"command":"create","path":"/memories/dir/c.md","file_text":"c"}`,
+	} {
+		if res := execJSON(t, h, in); res.IsError {
+			t.Fatalf("%s: %s", in, res.Text)
+		}
+		forget()
+	}
+	vs, err := h.Log(ctx, handlers.LogQuery{Path: "/memories/DIR"})
+	if err != nil || len(vs) != 5 {
+		t.Fatalf("log /memories/DIR: %+v, %v; want the 5 versions under both spellings", vs, err)
+	}
+	for _, v := range vs {
+		if !strings.HasPrefix(v.Path, "/memories/dir/") || v.NewPath != "" {
+			t.Errorf("version %d names %s, not as the directory is spelled now", v.Seq, v.Path)
+		}
+	}
+	if got, err := h.Show(ctx, "/memories/DIR/A.md", 2); string(got) != "a" || err != nil {
+		t.Errorf("show DIR/A.md@2 = %q, %v; want %q", got, err, "a")
+	}
+	res, err := h.Restore(ctx, "/memories/DIR", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forget()
+	want := handlers.Restored{Version: 5, Created: []string{"/memories/dir/a.md", "/memories/dir/b.md"}, Deleted: []string{"/memories/dir/c.md"}}
+	if !cmp.Equal(res, want) {
+		t.Errorf("restore: %+v, want %+v", res, want)
+	}
+	names, err := os.ReadDir(filepath.Join(mnt, "m", "dir"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 2 || names[0].Name() != "a.md" || names[1].Name() != "b.md" {
+		t.Errorf("after the restore the directory holds %v, want a.md and b.md", names)
+	}
+}
+
 func execJSON(t *testing.T, h *handlers.Memory, input string) handlers.Result {
 	t.Helper()
 	var in map[string]any

@@ -110,6 +110,9 @@ func (o *OverlayFs) foldName(n string) string {
 	return n
 }
 
+// FoldsCase reports whether a layer ignores case.
+func (o *OverlayFs) FoldsCase() bool { return o.fold }
+
 // Canonical spells name as the merged view lists it where a layer ignores case (see
 // OSFs.Canonical): a file copied up, or hidden, keeps the lower layer's spelling.
 func (o *OverlayFs) Canonical(name string) string {
