@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -395,6 +396,7 @@ func FuzzCaseInsensitive(f *testing.F) {
 	f.Add([]byte{8, 17, 2, 12, 4, 25, 7, 0, 3}, uint64(0x5a5a_5a5a))
 	f.Add([]byte{1, 0, 36, 4, 11, 23, 6, 15, 7, 2}, uint64(0xf0f0_1234))
 	f.Add([]byte{0, 0x80 | 9, 1, 0x80 | 6, 48, 0x80 | 30, 3, 0x80 | 8, 7}, uint64(0x5a5a_5a5c)) // two processes
+	f.Add([]byte{8, 19, 24, 0x47}, uint64(0x0f0f_3c3c)) // a directory deleted, made again, restored
 	mnt, forget := caseInsensitiveDir(f)
 	f.Setenv(sharedMount, mnt) // for the workers, which fuzzing starts in processes of their own
 	names := []string{"a.md", "d/b.md", "d", "d/c.md", "e/a.md", "e"}
@@ -466,8 +468,14 @@ func FuzzCaseInsensitive(f *testing.F) {
 			case 7:
 				vs, _ := h.Log(ctx, handlers.LogQuery{}) // newest first
 				if len(vs) > 0 {
-					if _, err := h.Restore(ctx, "/memories", vs[0].Seq-uint64(op/8)%vs[0].Seq); err != nil {
-						t.Fatalf("op %d: restore: %v", i, err)
+					// The whole memory, or one file or directory in a random spelling, which
+					// may refuse (something else in the way) but never fail.
+					target, refusal := "/memories", new(handlers.Refusal)
+					if op&0x40 != 0 {
+						target = p
+					}
+					if _, err := h.Restore(ctx, target, vs[0].Seq-uint64(op/8)%vs[0].Seq); err != nil && (target == "/memories" || !errors.As(err, &refusal)) {
+						t.Fatalf("op %d: restore %s: %v", i, target, err)
 					}
 					forget()
 				}
