@@ -396,7 +396,8 @@ func FuzzCaseInsensitive(f *testing.F) {
 	f.Add([]byte{8, 17, 2, 12, 4, 25, 7, 0, 3}, uint64(0x5a5a_5a5a))
 	f.Add([]byte{1, 0, 36, 4, 11, 23, 6, 15, 7, 2}, uint64(0xf0f0_1234))
 	f.Add([]byte{0, 0x80 | 9, 1, 0x80 | 6, 48, 0x80 | 30, 3, 0x80 | 8, 7}, uint64(0x5a5a_5a5c)) // two processes
-	f.Add([]byte{8, 19, 24, 0x47}, uint64(0x0f0f_3c3c)) // a directory deleted, made again, restored
+	// A directory deleted, made again, restored.
+	f.Add([]byte{8, 19, 24, 0x47}, uint64(0x0f0f_3c3c))
 	mnt, forget := caseInsensitiveDir(f)
 	f.Setenv(sharedMount, mnt) // for the workers, which fuzzing starts in processes of their own
 	names := []string{"a.md", "d/b.md", "d", "d/c.md", "e/a.md", "e"}
