@@ -9,6 +9,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Filesystems that ignore case, as macOS's and Windows' usually do, find notes.md when
@@ -28,12 +29,14 @@ func (f *OSFs) Canonical(name string) string {
 }
 
 // canonical spells name as fsys lists it: each element that names an existing entry in
-// another case takes that entry's spelling; from the first that names none, the rest
-// stays as given.
+// another case, or in another Unicode normal form (macOS finds a name typed as "é" when
+// another program wrote it as "e" and a combining accent), takes that entry's spelling;
+// from the first that names none, the rest stays as given.
 func canonical(fsys afero.Fs, name string) string {
 	elems := strings.Split(name, "/")
 	for i, e := range elems {
-		d, err := fsys.Open(path.Join(append([]string{"/"}, elems[:i]...)...))
+		dir := path.Join(append([]string{"/"}, elems[:i]...)...)
+		d, err := fsys.Open(dir)
 		if err != nil {
 			break
 		}
@@ -45,15 +48,29 @@ func canonical(fsys afero.Fs, name string) string {
 		if slices.Contains(names, e) {
 			continue
 		}
+		folded := strings.ToLower(norm.NFC.String(e))
 		j := slices.IndexFunc(names, func(n string) bool {
-			return strings.EqualFold(n, e) && vfs.ValidName(n) && !vfs.IsBookkeeping(n)
+			return strings.ToLower(norm.NFC.String(n)) == folded && vfs.ValidName(n) && !vfs.IsBookkeeping(n)
 		})
 		if j < 0 {
+			break
+		}
+		// Only the filesystem knows what it takes as one name (Windows tells normal forms
+		// apart; its case rules are its own): e must find an entry.
+		if _, err := lstat(fsys, path.Join(dir, e)); err != nil {
 			break
 		}
 		elems[i] = names[j]
 	}
 	return strings.Join(elems, "/")
+}
+
+func lstat(fsys afero.Fs, name string) (os.FileInfo, error) {
+	if l, ok := fsys.(afero.Lstater); ok {
+		fi, _, err := l.LstatIfPossible(name)
+		return fi, err
+	}
+	return fsys.Stat(name)
 }
 
 // foldsCase reports whether root's filesystem ignores case: it finds one of its entries by

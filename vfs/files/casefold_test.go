@@ -290,6 +290,57 @@ func TestCaseInsensitiveHistory(t *testing.T) {
 	}
 }
 
+// A name another program wrote in another Unicode normal form ("e" and a combining accent,
+// where the model sends "é") is the file's own name where the filesystem takes the two as
+// one (macOS): the history and expiry's record name it as the directory does, so a file
+// the model viewed is not expired. Where the filesystem tells them apart (Windows, and the
+// exFAT these tests mount on Linux) they are two files, and memory-mcp keeps them apart.
+func TestCaseInsensitiveNormalForms(t *testing.T) {
+	mnt, _ := caseInsensitiveDir(t)
+	dir := filepath.Join(mnt, "m")
+	ctx := context.Background()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	store := openTrackedOS(t, dir, now)
+	defer store.Close()
+	h := handlers.New(store, handlers.DefaultLimits())
+	const decomposed, composed = "cafe\u0301.md", "caf\u00e9.md"
+	if err := os.WriteFile(filepath.Join(dir, decomposed), []byte("by hand\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Expire(ctx, 24*time.Hour, false); err != nil { // records the file, now
+		t.Fatal(err)
+	}
+	clock = clock.Add(2 * time.Hour)
+	_, err := os.Stat(filepath.Join(dir, composed))
+	if oneName := err == nil; oneName {
+		res := execJSON(t, h, `{"command":"str_replace","path":"/memories/`+composed+`","old_str":"by hand","new_str":"by the model"}`)
+		if res.IsError {
+			t.Fatal(res.Text)
+		}
+		vs, err := h.Log(ctx, handlers.LogQuery{})
+		if err != nil || len(vs) != 1 || vs[0].Path != "/memories/"+decomposed {
+			t.Errorf("log: %+v, %v; want one version of /memories/%s, as the directory spells it", vs, err, decomposed)
+		}
+		if got, err := store.Expire(ctx, time.Hour, false); len(got) != 0 || err != nil {
+			t.Errorf("expired %+v, %v: the file was changed a moment ago", got, err)
+		}
+		return
+	}
+	res := execJSON(t, h, `{"command":"create","path":"/memories/`+composed+`","file_text":"by the model\n"}`)
+	if res.IsError {
+		t.Fatalf("create /memories/%s beside /memories/%s: %s", composed, decomposed, res.Text)
+	}
+	for name, want := range map[string]string{decomposed: "by hand\n", composed: "by the model\n"} {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); string(got) != want || err != nil {
+			t.Errorf("%s holds %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 1 || vs[0].Path != "/memories/"+composed {
+		t.Errorf("log: %+v, %v; want one version of /memories/%s", vs, err, composed)
+	}
+}
+
 func execJSON(t *testing.T, h *handlers.Memory, input string) handlers.Result {
 	t.Helper()
 	var in map[string]any
