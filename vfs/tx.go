@@ -350,6 +350,9 @@ func (tx *Tx) respell(p string) string {
 	if p == "" {
 		return p
 	}
+	if s, ok := tx.spelling[strings.ToLower(p)]; ok {
+		return s
+	}
 	if vp, err := Resolve(p); err == nil && vp.String() == p {
 		p = tx.t.(caseFolder).Canonical(tx.ctx, vp).String()
 	}
