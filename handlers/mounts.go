@@ -95,6 +95,12 @@ func (h *Memory) CheckMounts(ctx context.Context) error {
 
 func (h *Memory) mount(name string) *Mount {
 	i := slices.IndexFunc(h.mounts, func(m Mount) bool { return m.Name == name })
+	if i < 0 && h.store.FoldsCase() {
+		// Where the main store ignores case, /memories/TEAM is the mount /memories/team, to
+		// the model as to any program: made in the main store, it would hide the mount
+		// and keep the server from starting again (CheckMounts).
+		i = slices.IndexFunc(h.mounts, func(m Mount) bool { return vfs.FoldName(m.Name) == vfs.FoldName(name) })
+	}
 	if i < 0 {
 		return nil
 	}
@@ -124,7 +130,11 @@ func (h *Memory) resolve(sent string) (vfs.Path, error) {
 	if err != nil || h.top == "" {
 		return p, err
 	}
-	return vfs.Resolve(vfs.Root + strings.TrimPrefix(p.String(), h.top))
+	// The first element names the mount, in any spelling where the main store ignores case.
+	if _, rest, _ := strings.Cut(p.Name(), "/"); rest != "" {
+		return vfs.Resolve(vfs.Root + "/" + rest)
+	}
+	return vfs.MustResolve(vfs.Root), nil
 }
 
 // Shown is the path the model sees for a path in this memory's store.

@@ -23,6 +23,13 @@ func NewStore(st Storage) *Store { return &Store{st: st} }
 // Storage returns the storage behind the store.
 func (s *Store) Storage() Storage { return s.st }
 
+// FoldsCase reports whether the storage ignores case in names, as a directory on macOS or
+// Windows usually does (see caseFolder).
+func (s *Store) FoldsCase() bool {
+	f, ok := s.st.(interface{ FoldsCase() bool })
+	return ok && f.FoldsCase()
+}
+
 // ReadOnly reports whether the store refuses every change.
 func (s *Store) ReadOnly() bool { return s.st.ReadOnly() }
 

@@ -156,10 +156,7 @@ func (tx *aferoTx) beforeChange() error {
 }
 
 // FoldsCase reports whether the filesystem ignores case (see OSFs.FoldsCase).
-func (tx *aferoTx) FoldsCase() bool {
-	f, ok := tx.s.fs.(interface{ FoldsCase() bool })
-	return ok && f.FoldsCase()
-}
+func (tx *aferoTx) FoldsCase() bool { return tx.s.FoldsCase() }
 
 // Canonical spells p as the filesystem does where it ignores case (see OSFs.Canonical).
 func (tx *aferoTx) Canonical(ctx context.Context, p vfs.Path) vfs.Path {

@@ -9,7 +9,6 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
-	"golang.org/x/text/unicode/norm"
 )
 
 // Filesystems that ignore case, as macOS's and Windows' usually do, find notes.md when
@@ -18,6 +17,12 @@ import (
 
 // FoldsCase reports whether the filesystem ignores case, as macOS's and Windows' usually do.
 func (f *OSFs) FoldsCase() bool { return f.foldsCase }
+
+// FoldsCase reports whether the storage's filesystem ignores case (see OSFs.FoldsCase).
+func (s *AferoStorage) FoldsCase() bool {
+	f, ok := s.fs.(interface{ FoldsCase() bool })
+	return ok && f.FoldsCase()
+}
 
 // Canonical spells name as the directory does where the filesystem ignores case (see
 // canonical); elsewhere it returns name.
@@ -48,9 +53,9 @@ func canonical(fsys afero.Fs, name string) string {
 		if slices.Contains(names, e) {
 			continue
 		}
-		folded := strings.ToLower(norm.NFC.String(e))
+		folded := vfs.FoldName(e)
 		j := slices.IndexFunc(names, func(n string) bool {
-			return strings.ToLower(norm.NFC.String(n)) == folded && vfs.ValidName(n) && !vfs.IsBookkeeping(n)
+			return vfs.FoldName(n) == folded && vfs.ValidName(n) && !vfs.IsBookkeeping(n)
 		})
 		if j < 0 {
 			break

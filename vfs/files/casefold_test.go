@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -338,6 +339,43 @@ func TestCaseInsensitiveNormalForms(t *testing.T) {
 	}
 	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 1 || vs[0].Path != "/memories/"+composed {
 		t.Errorf("log: %+v, %v; want one version of /memories/%s", vs, err, composed)
+	}
+}
+
+// On a main store that ignores case, a mount's name in another spelling is the mount: a
+// change lands in the mounted store, and the main store gets no entry of that name, which
+// would hide the mount and keep the server from starting again; the mount point refuses a
+// delete in any spelling.
+func TestCaseInsensitiveMountNames(t *testing.T) {
+	mnt, forget := caseInsensitiveDir(t)
+	dir := filepath.Join(mnt, "m")
+	ctx := context.Background()
+	main, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer main.Close()
+	team := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
+	h := handlers.New(main, handlers.DefaultLimits(), handlers.WithMounts(handlers.Mount{Name: "team", Memory: team}))
+	for _, c := range []struct{ in, want string }{
+		{`{"command":"create","path":"/memories/TEAM/x.md","file_text":"x"}`, "File created successfully at: /memories/TEAM/x.md"},
+		{`{"command":"view","path":"/memories/Team/x.md"}`, "Here's the content of /memories/Team/x.md with line numbers:\n     1\tx"},
+		{`{"command":"delete","path":"/memories/Team"}`, "Error: /memories/team is a mounted memory store and cannot be deleted or moved"},
+		{`{"command":"rename","old_path":"/memories/TEAM/x.md","new_path":"/memories/x.md"}`, "Error: Cannot move /memories/TEAM/x.md to /memories/x.md: they are in different memory stores."},
+	} {
+		if res := execJSON(t, h, c.in); !strings.HasPrefix(res.Text, c.want) {
+			t.Errorf("%s: %q, want %q", c.in, res.Text, c.want)
+		}
+		forget()
+	}
+	if data, _, err := team.Read(ctx, "/memories/x.md"); string(data) != "x" || err != nil {
+		t.Errorf("the mounted store holds %q, %v; want the file created as /memories/TEAM/x.md", data, err)
+	}
+	if entries, _ := os.ReadDir(dir); slices.ContainsFunc(entries, func(e os.DirEntry) bool { return strings.EqualFold(e.Name(), "team") }) {
+		t.Errorf("the main store's directory holds %v: an entry a mount's name", entries)
+	}
+	if err := h.CheckMounts(ctx); err != nil {
+		t.Errorf("the next start would be refused: %v", err)
 	}
 }
 
