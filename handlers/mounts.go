@@ -47,7 +47,7 @@ func WithMounts(mounts ...Mount) Option {
 			if err := ValidMountName(m.Name); err != nil {
 				panic("handlers: " + err.Error())
 			}
-			if h.mount(m.Name) != nil {
+			if slices.ContainsFunc(h.mounts, func(o Mount) bool { return o.Name == m.Name }) {
 				panic(fmt.Sprintf("handlers: mount name %q given twice", m.Name))
 			}
 			sub := *m.Memory // its own top: the same store may be mounted elsewhere too
