@@ -377,6 +377,15 @@ func TestCaseInsensitiveMountNames(t *testing.T) {
 	if err := h.CheckMounts(ctx); err != nil {
 		t.Errorf("the next start would be refused: %v", err)
 	}
+	// Two mounts whose names differ only in case are each found by their own spelling.
+	other := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
+	h = handlers.New(main, handlers.DefaultLimits(), handlers.WithMounts(handlers.Mount{Name: "team", Memory: team}, handlers.Mount{Name: "Team", Memory: other}))
+	if res := execJSON(t, h, `{"command":"create","path":"/memories/Team/y.md","file_text":"y"}`); res.IsError {
+		t.Fatal(res.Text)
+	}
+	if _, _, err := other.Read(ctx, "/memories/y.md"); err != nil {
+		t.Errorf("/memories/Team/y.md is not in the mount Team: %v", err)
+	}
 }
 
 func execJSON(t *testing.T, h *handlers.Memory, input string) handlers.Result {
