@@ -99,7 +99,7 @@ func (h *Memory) mount(name string) *Mount {
 		// Where the main store ignores case, /memories/TEAM is the mount /memories/team, to
 		// the model as to any program: made in the main store, it would hide the mount
 		// and keep the server from starting again (CheckMounts).
-		i = slices.IndexFunc(h.mounts, func(m Mount) bool { return vfs.FoldName(m.Name) == vfs.FoldName(name) })
+		i = slices.IndexFunc(h.mounts, func(m Mount) bool { return strings.EqualFold(m.Name, name) })
 	}
 	if i < 0 {
 		return nil

@@ -331,11 +331,6 @@ func hasLookalikeOrReserved(p string) bool {
 	return false
 }
 
-// FoldName is the name that name's other spellings share on storage that ignores case (see
-// Store.FoldsCase): in lower case, and in one Unicode normal form, since macOS takes "é" and
-// "e" with a combining accent as one name.
-func FoldName(name string) string { return strings.ToLower(norm.NFC.String(name)) }
-
 // IsBookkeeping reports whether a directory entry's name is one of the server's own files,
 // which listings and size totals leave out.
 func IsBookkeeping(name string) bool {

@@ -28,7 +28,7 @@ type Tx struct {
 	readPath string
 	readData []byte
 
-	spelling map[string]string // where the storage ignores case: FoldName of a path → its spelling (see Versions)
+	spelling map[string]string // where the storage ignores case: a path in lower case → its spelling (see Versions)
 }
 
 // Stat describes the entry at p without following a final symbolic link. A symbolic link
@@ -350,7 +350,7 @@ func (tx *Tx) respell(p string) string {
 	if p == "" {
 		return p
 	}
-	if s, ok := tx.spelling[FoldName(p)]; ok {
+	if s, ok := tx.spelling[strings.ToLower(p)]; ok {
 		return s
 	}
 	if vp, err := Resolve(p); err == nil && vp.String() == p {
@@ -358,7 +358,7 @@ func (tx *Tx) respell(p string) string {
 	}
 	out := ""
 	for e := range strings.SplitSeq(strings.TrimPrefix(p, "/"), "/") {
-		key := FoldName(out + "/" + e)
+		key := strings.ToLower(out + "/" + e)
 		s, ok := tx.spelling[key]
 		if !ok {
 			s = out + "/" + e

@@ -9,6 +9,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 
 	"github.com/spf13/afero"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Filesystems that ignore case, as macOS's and Windows' usually do, find notes.md when
@@ -53,17 +54,19 @@ func canonical(fsys afero.Fs, name string) string {
 		if slices.Contains(names, e) {
 			continue
 		}
-		folded := vfs.FoldName(e)
-		j := slices.IndexFunc(names, func(n string) bool {
-			return vfs.FoldName(n) == folded && vfs.ValidName(n) && !vfs.IsBookkeeping(n)
-		})
+		valid := func(n string) bool { return vfs.ValidName(n) && !vfs.IsBookkeeping(n) }
+		j := slices.IndexFunc(names, func(n string) bool { return strings.EqualFold(n, e) && valid(n) })
 		if j < 0 {
-			break
-		}
-		// Only the filesystem knows what it takes as one name (Windows tells normal forms
-		// apart; its case rules are its own): e must find an entry.
-		if _, err := lstat(fsys, path.Join(dir, e)); err != nil {
-			break
+			// Another normal form is the same name only where the filesystem takes it so
+			// (macOS; Windows tells them apart): e must find the entry.
+			composed := norm.NFC.String(e)
+			j = slices.IndexFunc(names, func(n string) bool { return strings.EqualFold(norm.NFC.String(n), composed) && valid(n) })
+			if j < 0 {
+				break
+			}
+			if _, err := lstat(fsys, path.Join(dir, e)); err != nil {
+				break
+			}
 		}
 		elems[i] = names[j]
 	}

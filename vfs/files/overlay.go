@@ -105,7 +105,7 @@ func (o *OverlayFs) whitedOut(n string) bool { return o.hides[o.foldName(n)] }
 // foldName is the name that n and its other spellings share where a layer ignores case.
 func (o *OverlayFs) foldName(n string) string {
 	if o.fold {
-		return vfs.FoldName(n)
+		return strings.ToLower(n)
 	}
 	return n
 }
