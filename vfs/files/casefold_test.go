@@ -129,6 +129,15 @@ func openTrackedOS(t testing.TB, dir string, now func() time.Time) *vfs.Store {
 	return store
 }
 
+// trackedMemory opens dir as an os store that records views, on a clock the test moves.
+func trackedMemory(t *testing.T, dir string) (store *vfs.Store, h *handlers.Memory, clock *time.Time) {
+	clock = new(time.Time)
+	*clock = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store = openTrackedOS(t, dir, func() time.Time { return *clock })
+	t.Cleanup(func() { store.Close() })
+	return store, handlers.New(store, handlers.DefaultLimits()), clock
+}
+
 // sharedMount names the mount a fuzzing coordinator made, for its workers.
 const sharedMount = "MEMORY_MCP_TEST_CASEFOLD_DIR"
 
@@ -151,11 +160,7 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 	mnt, forget := caseInsensitiveDir(t)
 	dir := filepath.Join(mnt, "m")
 	ctx := context.Background()
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { return clock }
-	store := openTrackedOS(t, dir, now)
-	defer store.Close()
-	h := handlers.New(store, handlers.DefaultLimits())
+	store, h, clock := trackedMemory(t, dir)
 	for _, c := range []struct{ in, want string }{
 		{`{"command":"create","path":"/memories/Notes.md","file_text":"one\n"}`, "File created successfully at: /memories/Notes.md"},
 		{`{"command":"create","path":"/memories/Dir/a.md","file_text":"a"}`, "File created successfully at: /memories/Dir/a.md"},
@@ -199,7 +204,7 @@ func TestCaseInsensitiveDirectory(t *testing.T) {
 		t.Errorf("after undoing the delete, Notes.md = %q, %v; want %q", got, err, "two\n")
 	}
 
-	clock = clock.Add(2 * time.Hour)
+	*clock = clock.Add(2 * time.Hour)
 	if res := execJSON(t, h, `{"command":"view","path":"/memories/NOTES.md"}`); res.IsError {
 		t.Fatal(res.Text)
 	}
@@ -300,11 +305,7 @@ func TestCaseInsensitiveNormalForms(t *testing.T) {
 	mnt, _ := caseInsensitiveDir(t)
 	dir := filepath.Join(mnt, "m")
 	ctx := context.Background()
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { return clock }
-	store := openTrackedOS(t, dir, now)
-	defer store.Close()
-	h := handlers.New(store, handlers.DefaultLimits())
+	store, h, clock := trackedMemory(t, dir)
 	const decomposed, composed = "cafe\u0301.md", "caf\u00e9.md"
 	if err := os.WriteFile(filepath.Join(dir, decomposed), []byte("by hand\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func TestCaseInsensitiveNormalForms(t *testing.T) {
 	if _, err := store.Expire(ctx, 24*time.Hour, false); err != nil { // records the file, now
 		t.Fatal(err)
 	}
-	clock = clock.Add(2 * time.Hour)
+	*clock = clock.Add(2 * time.Hour)
 	_, err := os.Stat(filepath.Join(dir, composed))
 	if oneName := err == nil; oneName {
 		res := execJSON(t, h, `{"command":"str_replace","path":"/memories/`+composed+`","old_str":"by hand","new_str":"by the model"}`)
