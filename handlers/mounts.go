@@ -137,6 +137,20 @@ func (h *Memory) resolve(sent string) (vfs.Path, error) {
 	return vfs.MustResolve(vfs.Root), nil
 }
 
+// FileKey is the same for two paths as shown exactly when they name the same file: the
+// path with a mount's name as the mount spells it, in lower case where its store ignores
+// case.
+func (h *Memory) FileKey(shown string) string {
+	m, p, _, err := h.Route(shown)
+	if err != nil {
+		return shown
+	}
+	if m.store.FoldsCase() {
+		return m.Shown(strings.ToLower(p.String()))
+	}
+	return m.Shown(p.String())
+}
+
 // Shown is the path the model sees for a path in this memory's store.
 func (h *Memory) Shown(p string) string {
 	if h.top == "" {

@@ -37,11 +37,12 @@ type Env struct {
 
 // Config changes what Start builds; the zero Config is the command's defaults.
 type Config struct {
-	Limits   handlers.Limits   // zero fields: the defaults
-	Options  []handlers.Option // such as handlers.ReadOnly() or handlers.WithMounts(…)
-	Server   server.Config     // Tools, Instructions, Version, Logger (none by default)…
-	Store    *vfs.Store        // nil: a new in-memory store with history
-	Protocol string            // the protocol version the client asks for ("": the SDK's latest)
+	Limits   handlers.Limits    // zero fields: the defaults
+	Options  []handlers.Option  // such as handlers.ReadOnly() or handlers.WithMounts(…)
+	Server   server.Config      // Tools, Instructions, Version, Logger (none by default)…
+	Store    *vfs.Store         // nil: a new in-memory store with history
+	Protocol string             // the protocol version the client asks for ("": the SDK's latest)
+	Client   *mcp.ClientOptions // the client's, such as handlers of notifications (nil: none)
 }
 
 // Start runs the server of cfg (at most one; none: the defaults) and connects a client to
@@ -86,7 +87,7 @@ func New(cfg ...Config) (*Env, error) {
 			store.Close()
 		}
 	}}
-	client := mcp.NewClient(&mcp.Implementation{Name: "memorytest", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "memorytest", Version: "1"}, c.Client)
 	var opts *mcp.ClientSessionOptions
 	if c.Protocol != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: c.Protocol}

@@ -341,7 +341,7 @@ func (n *notifier) run(ctx context.Context, mem *handlers.Memory, w *watch, sub 
 		case b := <-w.batches:
 			n.mu.Lock()
 			if !w.ended {
-				n.changedLocked(w, b)
+				n.changedLocked(mem, w, b)
 			}
 			n.mu.Unlock()
 		case <-w.rescan:
@@ -366,8 +366,9 @@ func deliver(w *watch, b vfs.Batch) {
 	}
 }
 
-// changedLocked notifies the listeners of one batch of this process's changes.
-func (n *notifier) changedLocked(w *watch, b vfs.Batch) {
+// changedLocked notifies the listeners of one batch of this process's changes. A URI in
+// another spelling than the change's names the same file where the storage ignores case.
+func (n *notifier) changedLocked(mem *handlers.Memory, w *watch, b vfs.Batch) {
 	touched := map[string]vfs.Digest{}
 	listChanged := false
 	// The list changed if a listed file came or went; without a listing to compare with
@@ -390,12 +391,12 @@ func (n *notifier) changedLocked(w *watch, b vfs.Batch) {
 		if c.Kind != vfs.Modified && handlers.Listed(c.Path) {
 			set(c.Path, c.Kind != vfs.Deleted)
 		}
-		touched[c.Path] = c.SHA256After
-		if c.Kind == vfs.Deleted {
-			touched[c.Path] = vfs.Digest{}
-		}
 		if c.From != "" {
-			touched[c.From] = vfs.Digest{}
+			touched[mem.FileKey(c.From)] = vfs.Digest{}
+		}
+		touched[mem.FileKey(c.Path)] = c.SHA256After // after From: a rename may change only case
+		if c.Kind == vfs.Deleted {
+			touched[mem.FileKey(c.Path)] = vfs.Digest{}
 		}
 	}
 	n.notifyLocked(w, listChanged, func(uri string) (vfs.Digest, bool) {
@@ -403,7 +404,7 @@ func (n *notifier) changedLocked(w *watch, b vfs.Batch) {
 		if err != nil {
 			return vfs.Digest{}, false
 		}
-		d, ok := touched[p.String()]
+		d, ok := touched[mem.FileKey(p.String())]
 		return d, ok
 	})
 }

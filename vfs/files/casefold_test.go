@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/memorytest"
 	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
@@ -639,4 +641,54 @@ func FuzzCaseInsensitive(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A client subscribed to a file's URI in another spelling than the directory's hears of
+// changes to that file, on storage that ignores case, and of a mounted file by a URI that
+// spells the mount's name in another case.
+func TestCaseInsensitiveSubscriptions(t *testing.T) {
+	mnt, _ := caseInsensitiveDir(t)
+	store, err := files.OpenOSStore(filepath.Join(mnt, "m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() }) // after the server's, which is registered later
+	team := handlers.New(files.NewMemoryStore(), handlers.DefaultLimits())
+	updated := make(chan string, 100)
+	env := memorytest.Start(t, memorytest.Config{
+		Store:    store,
+		Protocol: "2025-11-25", // whose resources/subscribe is answered once it holds
+		Options:  []handlers.Option{handlers.WithMounts(handlers.Mount{Name: "team", Memory: team})},
+		Client: &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- r.Params.URI
+		}},
+	})
+	for _, in := range []string{
+		`{"command":"create","path":"/memories/Notes.md","file_text":"one\n"}`,
+		`{"command":"create","path":"/memories/team/x.md","file_text":"x\n"}`,
+	} {
+		if res := execJSON(t, env.Memory, in); res.IsError {
+			t.Fatal(res.Text)
+		}
+	}
+	for _, c := range []struct{ uri, change string }{
+		{"memory:///memories/notes.md", `{"command":"str_replace","path":"/memories/NOTES.md","old_str":"one","new_str":"two"}`},
+		{"memory:///memories/TEAM/x.md", `{"command":"str_replace","path":"/memories/team/x.md","old_str":"x","new_str":"y"}`},
+		{"memory:///memories/notes.md", `{"command":"delete","path":"/memories/Notes.md"}`},
+	} {
+		if err := env.Client.Subscribe(t.Context(), &mcp.SubscribeParams{URI: c.uri}); err != nil {
+			t.Fatal(err)
+		}
+		if res := execJSON(t, env.Memory, c.change); res.IsError {
+			t.Fatal(res.Text)
+		}
+		select {
+		case got := <-updated:
+			if got != c.uri {
+				t.Errorf("after %s: updated %s, want %s", c.change, got, c.uri)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no notifications/resources/updated for %s after %s", c.uri, c.change)
+		}
+	}
 }
