@@ -37,21 +37,13 @@ import (
 // between calls that may meet that.
 func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 	t.Helper()
-	skip := func(format string, a ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format+"; CI must run this test", a...)
-		}
-		t.Skipf(format, a...)
-	}
 	if runtime.GOOS != "linux" {
 		dir = t.TempDir()
 		if !ignoresCase(t, dir) {
-			skip("the temporary directory tells case apart")
+			skipUnlessCI(t, "the temporary directory tells case apart")
 		}
 		return dir, func() {}
 	}
-	var sudo []string // how the mount commands run: as this user when it is root
 	missing := ""
 	for _, tool := range []string{"losetup", "mkfs.exfat", "mount.exfat-fuse", "umount"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -61,22 +53,10 @@ func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		missing = "/dev/fuse"
 	}
-	if os.Geteuid() != 0 {
-		sudo = []string{"sudo", "-n"}
-		if exec.Command("sudo", "-n", "true").Run() != nil {
-			missing = "root, or sudo without a password, to mount a filesystem"
-		}
-	}
 	if missing != "" {
-		skip("a filesystem that ignores case (exFAT through FUSE) needs %s", missing)
+		skipUnlessCI(t, "a filesystem that ignores case (exFAT through FUSE) needs %s", missing)
 	}
-	run := func(args ...string) (string, error) {
-		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out)), err
-	}
+	sudo := asRoot(t)
 	forget = func() {
 		if _, err := run(append(sudo, "sh", "-c", "echo 2 > /proc/sys/vm/drop_caches")...); err != nil {
 			t.Error(err)
@@ -115,6 +95,37 @@ func caseInsensitiveDir(t testing.TB) (dir string, forget func()) {
 		t.Fatal("exFAT does not ignore case here")
 	}
 	return mnt, forget
+}
+
+// skipUnlessCI skips the test for want of what it names; with CI=true it fails instead.
+func skipUnlessCI(t testing.TB, format string, a ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format+"; CI must run this test", a...)
+	}
+	t.Skipf(format, a...)
+}
+
+// asRoot returns what runs a command as root: nothing when this process is root, else sudo
+// without a password. Without either the test is skipped (see skipUnlessCI).
+func asRoot(t testing.TB) []string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	if exec.Command("sudo", "-n", "true").Run() != nil {
+		skipUnlessCI(t, "mounting a filesystem needs root, or sudo without a password")
+	}
+	return []string{"sudo", "-n"}
+}
+
+// run runs a command, and returns its output or an error that has the output.
+func run(args ...string) (string, error) {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), err
 }
 
 // openTrackedOS opens the os store at dir, with history and access tracked by now.

@@ -334,7 +334,13 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 		// Zeros written in advance: a record then overwrites them, and its flush changes no
 		// metadata (neither the size nor the blocks), so it needs no journal commit.
 		size := (need + walChunk - 1) / walChunk * walChunk
-		if err := writeZeros(f, w.size, size-w.size); err != nil {
+		err := writeZeros(f, w.size, size-w.size)
+		if err != nil && vfs.FailureOf(err) == vfs.FailNoSpace {
+			// A nearly full disk: the zeros go back to it, and the record is appended
+			// alone (its flush then commits the size), so that a change that fits is made.
+			size, err = need, f.Truncate(w.size)
+		}
+		if err != nil {
 			w.end = -1
 			return err
 		}

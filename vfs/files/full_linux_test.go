@@ -1,0 +1,93 @@
+package files_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
+)
+
+// On a disk nearly full, every change that fits is made, though the write-ahead log cannot
+// grow by its chunk of zeros in advance; a change that does not fit fails with the
+// no-space message and leaves nothing behind; the space deletes free is used again; and
+// every change acknowledged is there when the store is opened again.
+func TestNearlyFullDisk(t *testing.T) {
+	sudo := asRoot(t)
+	mnt := t.TempDir()
+	if _, err := run(append(sudo, "mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", mnt)...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := run(append(sudo, "umount", mnt)...); err != nil {
+			t.Error(err)
+		}
+	})
+	dir := filepath.Join(mnt, "m")
+	ctx := context.Background()
+	store, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { store.Close() }()
+	h := handlers.New(store, handlers.DefaultLimits())
+	want := map[string]string{} // the files acknowledged, and their contents
+	must := func(res handlers.Result) {
+		t.Helper()
+		if res.IsError {
+			t.Fatal(res.Text)
+		}
+	}
+	for i := 0; ; i++ {
+		p, text := fmt.Sprintf("/memories/f%d.md", i), strings.Repeat(fmt.Sprint(i%10), 30_000)
+		res := h.Create(ctx, handlers.CreateArgs{Path: p, FileText: text})
+		if res.IsError {
+			if msg := "Error: Could not create " + p + ": no space left on storage"; res.Text != msg {
+				t.Fatalf("create %s on a full disk: %q, want %q", p, res.Text, msg)
+			}
+			break
+		}
+		want[p] = text
+		if i == 100 {
+			t.Fatal("1 MiB never filled")
+		}
+	}
+	// A change takes about three times its content until a checkpoint: the file, the
+	// history's copy and the log's record.
+	if len(want) < 5 {
+		t.Fatalf("only %d files of 30 KB were made on an empty 1 MiB disk", len(want))
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != len(want)+3 { // the lock, the gate and the history
+		t.Errorf("%d entries in the store's directory after the refused create, want %d: %v", len(entries), len(want)+3, entries)
+	}
+	for _, p := range []string{"/memories/f0.md", "/memories/f1.md", "/memories/f2.md"} {
+		must(h.Delete(ctx, handlers.DeleteArgs{Path: p}))
+		delete(want, p)
+	}
+	must(h.Create(ctx, handlers.CreateArgs{Path: "/memories/after.md", FileText: "made in the space freed\n"}))
+	want["/memories/after.md"] = "made in the space freed\n"
+	changes := len(want) + 3 + 3 // every create, and the deletes
+	store.Close()
+
+	store, err = files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = handlers.New(store, handlers.DefaultLimits())
+	files, err := h.FileList(ctx)
+	if err != nil || len(files) != len(want) {
+		t.Fatalf("opened again: %d files, %v; want %d", len(files), err, len(want))
+	}
+	for p, text := range want {
+		if got, _, err := h.Read(ctx, p); string(got) != text || err != nil {
+			t.Errorf("opened again, %s holds %d bytes, %v; want the %d acknowledged", p, len(got), err, len(text))
+		}
+	}
+	if vs, err := h.Log(ctx, handlers.LogQuery{}); len(vs) != changes || err != nil {
+		t.Errorf("the history holds %d versions, %v; want %d", len(vs), err, changes)
+	}
+}
