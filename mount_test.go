@@ -191,19 +191,13 @@ func TestPostgresSharedMount(t *testing.T) {
 	a, b := startHTTP(t, "http", args()...), startHTTP(t, "http", args()...)
 	ca := connect(t, &mcp.StreamableClientTransport{Endpoint: a.url + "/mcp", MaxRetries: -1}, "")
 	n := newNotes()
-	cb, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, n.options()).
-		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.url + "/mcp", MaxRetries: -1}, nil)
+	cb, err := n.client().Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.url + "/mcp", MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cb.Close()
 	const uri = "memory:///memories/me/prefs.md"
-	if err := cb.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cb.ListResources(t.Context(), nil); err != nil { // the watch is in place once listed
-		t.Fatal(err)
-	}
+	n.subscribe(t, cb, uri)
 	if out, isErr := callText(t, ca, "memory_create", map[string]any{"path": "/memories/me/prefs.md", "file_text": "Prefers tabs.\n"}); isErr {
 		t.Fatal(out)
 	}

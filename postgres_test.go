@@ -377,7 +377,7 @@ func TestPostgresReplicasAgree(t *testing.T) {
 			a, b := startHTTP(t, "http", args...), startHTTP(t, "http", args...)
 			ca := connect(t, &mcp.StreamableClientTransport{Endpoint: a.url + "/mcp", MaxRetries: -1}, version)
 			n := newNotes()
-			client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, n.options())
+			client := n.client()
 			var so *mcp.ClientSessionOptions
 			if version != "" {
 				so = &mcp.ClientSessionOptions{ProtocolVersion: version}
@@ -399,10 +399,7 @@ func TestPostgresReplicasAgree(t *testing.T) {
 
 			// The change feed, across replicas.
 			const uri = "memory:///memories/feed.md"
-			if err := cb.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(300 * time.Millisecond) // the subscription is in place
+			n.subscribe(t, cb, uri)
 			call(ca, "memory_create", map[string]any{"path": "/memories/feed.md", "file_text": "first\n"})
 			n.waitListChanged(t, "a create on the other replica")
 			call(ca, "memory_str_replace", map[string]any{"path": "/memories/feed.md", "old_str": "first", "new_str": "second"})

@@ -21,10 +21,56 @@ type notes struct {
 	updated     chan string
 	listChanged chan struct{}
 	logs        chan map[string]any
+	acked       chan string     // what acknowledged subscriptions/listen streams follow: URIs, and "list"
+	seen        map[string]bool // what of it subscribe has taken
 }
 
 func newNotes() *notes {
-	return &notes{updated: make(chan string, 100), listChanged: make(chan struct{}, 100), logs: make(chan map[string]any, 100)}
+	return &notes{updated: make(chan string, 100), listChanged: make(chan struct{}, 100), logs: make(chan map[string]any, 100),
+		acked: make(chan string, 100), seen: map[string]bool{}}
+}
+
+// client is a client whose notifications n collects.
+func (n *notes) client() *mcp.Client {
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, n.options())
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams); ok {
+				if p.Notifications.ResourcesListChanged {
+					n.acked <- "list"
+				}
+				for _, uri := range p.Notifications.ResourceSubscriptions {
+					n.acked <- uri
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return c
+}
+
+// subscribe subscribes cs (a session of n.client()) to uri, and returns once the server
+// follows it and the list: a 2025-era resources/subscribe is answered then, while the SDK
+// opens 2026-07-28 subscriptions/listen streams (for the list at connect, for uri now) in
+// the background, and the server acknowledges each.
+func (n *notes) subscribe(t *testing.T, cs *mcp.ClientSession, uri string) {
+	t.Helper()
+	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	if cs.InitializeResult().ProtocolVersion < "2026-07-28" {
+		return
+	}
+	for _, want := range []string{"list", uri} {
+		for !n.seen[want] {
+			select {
+			case got := <-n.acked:
+				n.seen[got] = true
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no subscriptions/listen stream for %s was acknowledged", want)
+			}
+		}
+	}
 }
 
 func (n *notes) options() *mcp.ClientOptions {
@@ -132,8 +178,7 @@ func TestResources(t *testing.T) {
 				seedResources(t, root, files)
 				n := newNotes()
 				var cs, other *mcp.ClientSession
-				client := func(opts *mcp.ClientOptions) *mcp.ClientSession {
-					c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
+				client := func(c *mcp.Client) *mcp.ClientSession {
 					var so *mcp.ClientSessionOptions
 					if version != "" {
 						so = &mcp.ClientSessionOptions{ProtocolVersion: version}
@@ -156,7 +201,7 @@ func TestResources(t *testing.T) {
 					t.Cleanup(func() { s.Close() })
 					return s
 				}
-				cs = client(n.options())
+				cs = client(n.client())
 				ctx := context.Background()
 
 				// The list, page by page.
@@ -219,10 +264,7 @@ func TestResources(t *testing.T) {
 				}
 
 				notes := "memory:///memories/notes.md"
-				if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: notes}); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(100 * time.Millisecond) // a 2026-07-28 listen stream opens in the background
+				n.subscribe(t, cs, notes)
 				n.drain()
 
 				// (a) this session's tool call.
@@ -245,7 +287,7 @@ func TestResources(t *testing.T) {
 				n.waitUpdated(t, notes, "memory-mcp exec in another process")
 
 				// (c) another client's session.
-				other = client(nil)
+				other = client(mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil))
 				if out, isErr := callText(t, other, "memory_str_replace", map[string]any{"path": "/memories/notes.md", "old_str": "third", "new_str": "fourth"}); isErr {
 					t.Fatal(out)
 				}
@@ -283,11 +325,10 @@ func TestResourcesTenants(t *testing.T) {
 			ts, file := setupTenants(t)
 			srv := startHTTP(t, "http", "-tenants", file, "-root", ts.root)
 			connectAs := func(token string, n *notes) *mcp.ClientSession {
-				var opts *mcp.ClientOptions
+				c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 				if n != nil {
-					opts = n.options()
+					c = n.client()
 				}
-				c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
 				var so *mcp.ClientSessionOptions
 				if version != "" {
 					so = &mcp.ClientSessionOptions{ProtocolVersion: version}
@@ -303,11 +344,8 @@ func TestResourcesTenants(t *testing.T) {
 			an, cn := newNotes(), newNotes()
 			alice, bob, carol := connectAs(ts.alice, an), connectAs(ts.bob, nil), connectAs(ts.carol, cn)
 			uri := "memory:///memories/secret.md"
-			for _, s := range []*mcp.ClientSession{alice, carol} {
-				if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			an.subscribe(t, alice, uri)
+			cn.subscribe(t, carol, uri)
 			res, err := carol.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 			if err != nil || res.Contents[0].Text != "carol's notes\n" {
 				t.Fatalf("carol reads %v %v", res, err)
@@ -316,7 +354,6 @@ func TestResourcesTenants(t *testing.T) {
 			if err != nil || len(list.Resources) != 1 || list.Resources[0].Name != "/memories/secret.md" {
 				t.Fatalf("bob's list: %+v %v", list, err)
 			}
-			time.Sleep(100 * time.Millisecond)
 			an.drain()
 			cn.drain()
 			callText(t, bob, "memory_str_replace", map[string]any{"path": "/memories/secret.md", "old_str": "own", "new_str": "changed"})
