@@ -48,6 +48,9 @@ type accessLog struct {
 	// appendMu makes this process's appends one at a time: concurrent Views share the
 	// storage lock, and not every backend appends atomically (MemFs seeks, then writes).
 	appendMu sync.Mutex
+	// lost is when an append last failed (Unix seconds; 0: none since the record was last
+	// folded): its views are missing, so no file counts as unused from before it.
+	lost int64
 }
 
 // TrackAccess makes the store record when each file is viewed or changed, for Expire; now is
@@ -107,7 +110,8 @@ func (tx *aferoTx) forget(name string) {
 
 // flushAccess appends the transaction's events to the journal, in one write, while the
 // storage lock is still held. A failure to record is not the caller's failure: the call
-// itself succeeded, and the worst outcome is a file kept longer. It reports whether the
+// itself succeeded, and lost keeps expiry from taking a view it missed for no use. It
+// reports whether the
 // journal has grown past accessJournalMax; a change folds it into the snapshot at once,
 // a View leaves that to compactAccess, which needs the exclusive lock.
 func (tx *aferoTx) flushAccess() (full bool) {
@@ -121,7 +125,13 @@ func (tx *aferoTx) flushAccess() (full bool) {
 			for _, line := range tx.journal {
 				replay(rec, strings.Split(strings.TrimSuffix(line, "\n"), "\t"))
 			}
-			writeAccess(tx.s.fs, rec)
+			if writeAccess(tx.s.fs, rec) == nil {
+				a.appendMu.Lock()
+				if a.lost == tx.lost {
+					a.lost = 0 // in the snapshot now, for every file
+				}
+				a.appendMu.Unlock()
+			}
 		}
 		tx.journal = tx.journal[:0]
 		return false
@@ -133,6 +143,9 @@ func (tx *aferoTx) flushAccess() (full bool) {
 	defer a.appendMu.Unlock()
 	fi, err := a.append(tx.s.fs, []byte(strings.Join(tx.journal, "")))
 	tx.journal = tx.journal[:0]
+	if err != nil {
+		a.lost = a.now().Unix()
+	}
 	if err != nil || fi.Size() <= accessJournalMax {
 		return false
 	}
@@ -300,11 +313,22 @@ func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 			tx.journal = append(tx.journal, accessTouch+"\t"+strconv.FormatInt(sec, 10)+"\t"+name+"\n")
 		}
 	}
+	a.appendMu.Lock()
+	lost := a.lost
+	a.appendMu.Unlock()
+	tx.lost = lost
 	for name := range files {
-		if _, ok := rec[name]; !ok {
-			rec[name] = now
-			tx.journal = append(tx.journal, accessTouch+"\t"+strconv.FormatInt(now, 10)+"\t"+name+"\n")
+		sec, ok := rec[name]
+		switch {
+		case !ok:
+			sec = now
+		case sec < lost: // it may have been viewed then
+			sec = lost
+		default:
+			continue
 		}
+		rec[name] = sec
+		tx.journal = append(tx.journal, accessTouch+"\t"+strconv.FormatInt(sec, 10)+"\t"+name+"\n")
 	}
 	if tx.write {
 		tx.compact = true

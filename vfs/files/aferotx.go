@@ -22,6 +22,7 @@ type aferoTx struct {
 	changed  bool       // the generation was bumped for this transaction
 	journal  []string   // access events to record when the transaction ends
 	compact  bool       // fold the access journal into the snapshot on commit
+	lost     int64      // the accessLog's lost when LastAccess journaled it for every file
 	hist     *historyTx // the history as this transaction uses it, once asked for
 	waitFor  uint64     // where a flush of the write-ahead log must reach before it answers
 }

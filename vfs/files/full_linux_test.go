@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
@@ -17,16 +19,7 @@ import (
 // no-space message and leaves nothing behind; the space deletes free is used again; and
 // every change acknowledged is there when the store is opened again.
 func TestNearlyFullDisk(t *testing.T) {
-	sudo := asRoot(t)
-	mnt := t.TempDir()
-	if _, err := run(append(sudo, "mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", mnt)...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := run(append(sudo, "umount", mnt)...); err != nil {
-			t.Error(err)
-		}
-	})
+	mnt := smallDisk(t)
 	dir := filepath.Join(mnt, "m")
 	ctx := context.Background()
 	store, err := files.OpenOSStore(dir)
@@ -89,5 +82,70 @@ func TestNearlyFullDisk(t *testing.T) {
 	}
 	if vs, err := h.Log(ctx, handlers.LogQuery{}); len(vs) != changes || err != nil {
 		t.Errorf("the history holds %d versions, %v; want %d", len(vs), err, changes)
+	}
+}
+
+// smallDisk returns a new filesystem of 1 MiB (tmpfs), mounted until the test ends.
+func smallDisk(t *testing.T) string {
+	sudo := asRoot(t)
+	mnt := t.TempDir()
+	if _, err := run(append(sudo, "mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", mnt)...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := run(append(sudo, "umount", mnt)...); err != nil {
+			t.Error(err)
+		}
+	})
+	return mnt
+}
+
+// A view made while the disk is full cannot be recorded; expiry then counts every file as
+// viewed when that happened, rather than delete a file the model was using.
+func TestFullDiskViewsKeepFiles(t *testing.T) {
+	mnt := smallDisk(t)
+	dir := filepath.Join(mnt, "m")
+	ctx := context.Background()
+	store, h, clock := trackedMemory(t, dir)
+	for _, p := range []string{"/memories/viewed.md", "/memories/other.md"} {
+		if res := h.Create(ctx, handlers.CreateArgs{Path: p, FileText: "note\n"}); res.IsError {
+			t.Fatal(res.Text)
+		}
+	}
+	const age = 30 * 24 * time.Hour
+	if _, err := store.Expire(ctx, age, false); err != nil { // the record is folded: no journal
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = f.Write(make([]byte, 64<<10))
+	}
+	f.Close()
+	*clock = clock.Add(20 * 24 * time.Hour)
+	if res := h.View(ctx, handlers.ViewArgs{Path: "/memories/viewed.md"}); res.IsError {
+		t.Fatal(res.Text)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, vfs.BookkeepingPrefix+"-access.log")); err == nil && fi.Size() > 0 {
+		t.Fatal("the view was recorded on a full disk: the test needs it not to be")
+	}
+	os.Remove(filler)
+	*clock = clock.Add(20 * 24 * time.Hour) // 40 days after the creates, 20 after the view
+	if gone, err := store.Expire(ctx, age, false); len(gone) != 0 || err != nil {
+		t.Fatalf("expired %v, %v: the view 20 days ago could not be recorded, so nothing is unused for 30 days", gone, err)
+	}
+	// The time of the view that was lost is in the record now, for another process too.
+	other := openTrackedOS(t, dir, func() time.Time { return *clock })
+	defer other.Close()
+	*clock = clock.Add(9 * 24 * time.Hour)
+	if gone, err := other.Expire(ctx, age, false); len(gone) != 0 || err != nil {
+		t.Fatalf("another process, 29 days after the view: expired %v, %v; want nothing", gone, err)
+	}
+	*clock = clock.Add(2 * 24 * time.Hour)
+	if gone, err := other.Expire(ctx, age, false); len(gone) != 2 || err != nil {
+		t.Errorf("31 days after the view: expired %v, %v; want both files", gone, err)
 	}
 }
