@@ -99,7 +99,8 @@ func TestStdioStopCancelsAStuckCall(t *testing.T) {
 	lock()
 	defer unlock()
 	send(createCall("1"))
-	time.Sleep(100 * time.Millisecond) // the call waits for the lock
+	send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	awaitAnswer(t, lines, "2", func(stdioLine) {}) // read after the call: the call is running
 	start := time.Now()
 	stop()
 	var returned time.Time
