@@ -110,10 +110,9 @@ func (tx *aferoTx) forget(name string) {
 
 // flushAccess appends the transaction's events to the journal, in one write, while the
 // storage lock is still held. A failure to record is not the caller's failure: the call
-// itself succeeded, and lost keeps expiry from taking a view it missed for no use. It
-// reports whether the
-// journal has grown past accessJournalMax; a change folds it into the snapshot at once,
-// a View leaves that to compactAccess, which needs the exclusive lock.
+// itself succeeded, and lost makes expiry allow for the events missed (see LastAccess).
+// It reports whether the journal has grown past accessJournalMax; a change folds it into
+// the snapshot at once, a View leaves that to compactAccess, which needs the exclusive lock.
 func (tx *aferoTx) flushAccess() (full bool) {
 	a := tx.s.access
 	if a == nil {
