@@ -268,7 +268,8 @@ func writeAccess(fsys FS, rec map[string]int64) error {
 
 // LastAccess returns the record for the files that exist now (see Txn): a name the record
 // has but no file does is dropped; a file the record does not know yet (created by hand,
-// or before tracking was turned on) starts now.
+// or before tracking was turned on) starts now; and every file counts as used when this
+// process last failed to record its events (lost), which it journals.
 func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 	a := tx.s.access
 	if a == nil {
