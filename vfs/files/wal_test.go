@@ -100,8 +100,9 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 	needWAL(t)
 	// "data-lost": the names reached the disk but not all of the data: the files written
 	// since the checkpoint show empty or zeros, as a filesystem that allocates late or orders
-	// nothing leaves them.
-	for _, keep := range []string{"none", "some", "all", "files-not-history", "data-lost"} {
+	// nothing leaves them. "appended": as "all", with a log that has no zeros past its
+	// records, as a nearly full disk leaves it (walAppend).
+	for _, keep := range []string{"none", "some", "all", "files-not-history", "data-lost", "appended"} {
 		t.Run(keep, func(t *testing.T) {
 			live := t.TempDir()
 			s, err := OpenOSStore(live)
@@ -150,6 +151,10 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 
 			// The crashed disk.
 			crashDisk(t, disk, live)
+			if keep == "appended" {
+				wal, _ := os.ReadFile(filepath.Join(disk, walName))
+				os.WriteFile(filepath.Join(disk, walName), bytes.TrimRight(wal, "\x00"), 0o600)
+			}
 			persist := func(rel string) {
 				b, err := os.ReadFile(filepath.Join(live, rel))
 				if err != nil {
@@ -161,11 +166,11 @@ func TestWALRecoversAfterMachineCrash(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(1, uint64(len(keep))))
 			for _, rel := range []string{"a.md", "dir/b.md", "moved/b.md", "c.md", "new/d.md"} {
-				if keep == "all" || keep == "files-not-history" || keep == "data-lost" || keep == "some" && rng.IntN(2) == 0 {
+				if keep == "all" || keep == "appended" || keep == "files-not-history" || keep == "data-lost" || keep == "some" && rng.IntN(2) == 0 {
 					persist(rel)
 				}
 			}
-			if keep == "all" || keep == "some" || keep == "data-lost" {
+			if keep == "all" || keep == "appended" || keep == "some" || keep == "data-lost" {
 				persist(historyLogName)
 			}
 			if keep == "data-lost" {
