@@ -1,6 +1,7 @@
 package files_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -53,6 +54,11 @@ func TestNearlyFullDisk(t *testing.T) {
 	// history's copy and the log's record.
 	if len(want) < 5 {
 		t.Fatalf("only %d files of 30 KB were made on an empty 1 MiB disk", len(want))
+	}
+	// The log keeps room past its last line for the outcome of a change that fails after
+	// its record: without one, a crash of the machine would have that change redone.
+	if wal, err := os.ReadFile(filepath.Join(dir, ".memory-mcp-history", "wal")); err != nil || len(bytes.TrimRight(wal, "\x00")) == len(wal) {
+		t.Errorf("the log has no room past its last line (%v)", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != len(want)+3 { // the lock, the gate and the history
 		t.Errorf("%d entries in the store's directory after the refused create, want %d: %v", len(entries), len(want)+3, entries)

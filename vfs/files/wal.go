@@ -41,12 +41,13 @@ import (
 // commit. Without a known boot (bootID), and on the memory and overlay backends, it is off
 // and every change flushes its own files.
 const (
-	walName     = historyDir + "/wal"
-	walFormat   = 3 // 2: the header's From; 3: written in advance (zeros), the header's Cycle
-	walMaxBytes = 64 << 20
-	walChunk    = 1 << 20 // the log grows by this much of zeros at a time
-	walShrink   = 4 << 20 // and a checkpoint cuts it back to one chunk past this
-	walCarryMax = 8 << 20 // the contents one record carries at most (see Keep)
+	walName        = historyDir + "/wal"
+	walFormat      = 3 // 2: the header's From; 3: written in advance (zeros), the header's Cycle
+	walMaxBytes    = 64 << 20
+	walChunk       = 1 << 20 // the log grows by this much of zeros at a time
+	walShrink      = 4 << 20 // and a checkpoint cuts it back to one chunk past this
+	walCarryMax    = 8 << 20 // the contents one record carries at most (see Keep)
+	walOutcomeRoom = 512     // the room past a record on a nearly full disk (see walAppend)
 	// walMaxAge lets the system write the files back by itself first, so that the
 	// checkpoint's flush finds little left to write and holds the store's lock briefly.
 	walMaxAge = time.Minute
@@ -336,9 +337,14 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 		size := (need + walChunk - 1) / walChunk * walChunk
 		err := writeZeros(f, w.size, size-w.size)
 		if err != nil && vfs.FailureOf(err) == vfs.FailNoSpace {
-			// A nearly full disk: the zeros go back to it, and the record is appended
-			// alone (its flush then commits the size), so that a change that fits is made.
-			size, err = need, f.Truncate(w.size)
+			// A nearly full disk: the zeros go back to it, and only the record and room for
+			// the outcome line of a change that then fails (Settle) are claimed, so that a
+			// change that fits is made, and one that fails can say so (else a crash of the
+			// machine would have it redone).
+			size = need + walOutcomeRoom
+			if err = f.Truncate(w.size); err == nil {
+				err = writeZeros(f, w.size, size-w.size)
+			}
 		}
 		if err != nil {
 			w.end = -1
