@@ -394,10 +394,11 @@ func (n *notifier) changedLocked(mem *handlers.Memory, w *watch, b vfs.Batch) {
 		if c.From != "" {
 			touched[mem.FileKey(c.From)] = vfs.Digest{}
 		}
-		touched[mem.FileKey(c.Path)] = c.SHA256After // after From: a rename may change only case
+		d := c.SHA256After
 		if c.Kind == vfs.Deleted {
-			touched[mem.FileKey(c.Path)] = vfs.Digest{}
+			d = vfs.Digest{}
 		}
+		touched[mem.FileKey(c.Path)] = d // after From: a rename may change only case
 	}
 	n.notifyLocked(w, listChanged, func(uri string) (vfs.Digest, bool) {
 		p, err := uriPath(uri)
