@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"strconv"
 	"strings"
@@ -100,14 +101,19 @@ func (db *DB) Storage(ctx context.Context, name string, opts ...vfs.Option) (*St
 	o := vfs.ReadOptions(opts...)
 	s := &Storage{db: db, readOnly: o.ReadOnly, history: o.History}
 	// A read-only store that does not exist yet is made too, empty, as the os backend makes
-	// a read-only tenant's missing directory: the row is bookkeeping, not memory.
-	if _, err := db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err != nil {
-		return nil, pgErr(ctx, err)
+	// a read-only tenant's missing directory: the row is bookkeeping, not memory. One that
+	// exists is only read, so that a database that takes no writes (a standby) still serves
+	// views.
+	find := func() error {
+		return db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", name).Scan(&s.id, &s.gen)
 	}
-	if err := db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", name).Scan(&s.id, &s.gen); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("there is no store %q in the database", name)
+	err := find()
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err = db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err == nil {
+			err = find()
 		}
+	}
+	if err != nil {
 		return nil, pgErr(ctx, err)
 	}
 	return s, nil
@@ -200,7 +206,21 @@ func pgErr(ctx context.Context, err error) error {
 	if unreachable(err) {
 		return fmt.Errorf("%w: %w", vfs.ErrUnavailable, err)
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && refusals[pgErr.Code] != nil {
+		return fmt.Errorf("%w: %w", err, refusals[pgErr.Code])
+	}
 	return err
+}
+
+// refusals are the database's errors that mean what a filesystem's do, so that the model
+// gets the same reason for them (the disk full, a standby or a read-only database, a role
+// without the grants, a failing disk).
+var refusals = map[string]error{
+	"53100": syscall.ENOSPC,
+	"25006": syscall.EROFS,
+	"42501": fs.ErrPermission,
+	"58030": syscall.EIO,
 }
 
 // unreachable reports whether err says the database could not be reached or the

@@ -1,0 +1,91 @@
+package postgres_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/postgres"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
+)
+
+// withParam returns dsn (a URL or key/value DSN) with a connection parameter set.
+func withParam(dsn, key, value string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " " + key + "=" + value
+}
+
+// openMemory opens the store name of the database at dsn as the model's memory.
+func openMemory(t *testing.T, dsn, name string, migrate bool, opts ...vfs.Option) *handlers.Memory {
+	t.Helper()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, dsn, migrate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	st, err := db.Store(ctx, name, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return handlers.New(st, handlers.DefaultLimits())
+}
+
+// The database's refusals reach the model as a filesystem's do: a database that takes no
+// writes (a standby) is read-only storage, a role without the grants is denied permission.
+// The store still opens and lists; with vfs.ReadOnly, which records no views, a file's view
+// works too.
+func TestPostgresRefusals(t *testing.T) {
+	ctx := context.Background()
+	dsn, name := vfstest.PostgresDSN(t), vfstest.UniqueName(t)
+	h := openMemory(t, dsn, name, true)
+	if res := h.Create(ctx, handlers.CreateArgs{Path: "/memories/a.md", FileText: "kept\n"}); res.IsError {
+		t.Fatal(res.Text)
+	}
+	role := strings.ToLower(strings.ReplaceAll(name, "-", "_")) + "_reader"
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{`CREATE ROLE "` + role + `"`, `GRANT SELECT ON ALL TABLES IN SCHEMA public TO "` + role + `"`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ name, dsn, reason string }{
+		{"standby", withParam(dsn, "default_transaction_read_only", "on"), "storage is read-only"},
+		{"no grants", withParam(dsn, "role", role), "permission denied"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := openMemory(t, c.dsn, name, false)
+			for _, input := range []map[string]any{
+				{"command": "create", "path": "/memories/b.md", "file_text": "x"},
+				{"command": "str_replace", "path": "/memories/a.md", "old_str": "kept", "new_str": "lost"},
+				{"command": "delete", "path": "/memories/a.md"},
+			} {
+				want := "Error: Could not " + input["command"].(string) + " " + input["path"].(string) + ": " + c.reason
+				if res := h.Exec(ctx, input); res.Text != want || !res.IsError {
+					t.Errorf("%v: got %q, want %q", input["command"], res.Text, want)
+				}
+			}
+			if res := h.View(ctx, handlers.ViewArgs{Path: "/memories"}); res.IsError || !strings.Contains(res.Text, "/memories/a.md") {
+				t.Errorf("view /memories: %s", res.Text)
+			}
+			ro := openMemory(t, c.dsn, name, false, vfs.ReadOnly())
+			if res := ro.View(ctx, handlers.ViewArgs{Path: "/memories/a.md"}); res.IsError || !strings.Contains(res.Text, "kept") {
+				t.Errorf("view /memories/a.md on a read-only store: %s", res.Text)
+			}
+		})
+	}
+}
