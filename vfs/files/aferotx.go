@@ -47,8 +47,12 @@ func (tx *aferoTx) end(failed bool) error {
 	if failed && tx.write {
 		s.setUsageUnknown()
 	}
-	if !failed && tx.hist != nil {
-		tx.hist.afterCommit() // under the exclusive lock still
+	if tx.hist != nil { // under the exclusive lock still
+		if failed {
+			tx.hist.dropUnnamed()
+		} else {
+			tx.hist.afterCommit()
+		}
 	}
 	if !failed && tx.write {
 		s.shareUsage()

@@ -98,6 +98,7 @@ type historyTx struct {
 	time      time.Time
 	group     []vfs.Version // announced by Record, until Settle
 	groupID   uint64
+	created   []vfs.Digest // contents Keep wrote (see dropUnnamed)
 	kept      []walContent // contents Keep wrote since the last Record, for its log record,
 	keptBytes int64        // and their bytes together
 	wrote     bool         // something was appended: pruning may be due at commit
@@ -195,11 +196,27 @@ func (ht *historyTx) Keep(ctx context.Context, d vfs.Digest, data []byte) (err e
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	if err == nil {
+		ht.created = append(ht.created, d)
+	}
 	if carry && err == nil {
 		ht.kept = append(ht.kept, walContent{D: d, B: data})
 		ht.keptBytes += int64(len(data))
 	}
 	return nil
+}
+
+// dropUnnamed removes, after a failed transaction, the contents it wrote that no version
+// names: a change refused for want of room must not leave its content holding the room
+// that is left until the next pruning pass. After a failure to append to the log, which is
+// then read again, they wait for that pass.
+func (ht *historyTx) dropUnnamed() {
+	h := ht.tx.s.history
+	for _, d := range ht.created {
+		if _, named := h.sizes[d]; !named && h.loaded {
+			ht.fs().Remove(objectName(d))
+		}
+	}
 }
 
 // Record appends the versions of the next operation and flushes the log.
@@ -235,6 +252,10 @@ func (ht *historyTx) Record(ctx context.Context, vs []vfs.Version) (err error) {
 		ht.kept, ht.keptBytes = nil, 0
 	}
 	if err := ht.appendLines(h, h.wal == nil, lines...); err != nil {
+		if h.wal != nil {
+			// Refused after its record: the write-ahead log must say so, as Settle does.
+			ht.walAppend(h, walLine{Settle: ht.groupID, Only: []int{}}, h.lastGroup, true)
+		}
 		return err
 	}
 	ht.group = vs
@@ -270,6 +291,7 @@ func (ht *historyTx) Settle(ctx context.Context, outcome vfs.Outcome) (err error
 		// A change that failed, or did part of its work, says so in the write-ahead log,
 		// flushed: a crash of the machine must not have it redone.
 		if err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: line.Only}, h.lastGroup, true); err != nil {
+			h.loaded = false // the next change reads the log again, and settles the group then
 			return err
 		}
 	}

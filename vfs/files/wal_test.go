@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1354,5 +1355,146 @@ func TestWALRecoveryNumbersAfterThePruned(t *testing.T) {
 	vs := versionsOf(t, r)
 	if len(vs) != 1 || vs[0].Command != "recover" || vs[0].Seq != 3 {
 		t.Errorf("versions after recovery: %s, want the file found as version 3", jsonOf(vs))
+	}
+}
+
+// outOfRoom is the OS filesystem with no room for writes to the files refuse names.
+type outOfRoom struct {
+	*OSFs
+	refuse func(name string) bool
+}
+
+func (f outOfRoom) check(name string) error {
+	if f.refuse(name) {
+		return &fs.PathError{Op: "write", Path: name, Err: syscall.ENOSPC}
+	}
+	return nil
+}
+
+func (f outOfRoom) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	file, err := f.OSFs.OpenFile(name, flag, perm)
+	if err != nil || flag&(os.O_WRONLY|os.O_RDWR) == 0 {
+		return file, err
+	}
+	return fileOutOfRoom{file, f, name}, nil
+}
+
+func (f outOfRoom) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	if err := f.check(name); err != nil {
+		return err
+	}
+	return f.OSFs.WriteFileAtomic(name, data, noReplace)
+}
+
+func (f outOfRoom) WriteFileUnsynced(name string, data []byte, noReplace bool) error {
+	if err := f.check(name); err != nil {
+		return err
+	}
+	return f.OSFs.WriteFileUnsynced(name, data, noReplace)
+}
+
+type fileOutOfRoom struct {
+	afero.File
+	fs   outOfRoom
+	name string
+}
+
+func (f fileOutOfRoom) Write(b []byte) (int, error) {
+	if err := f.fs.check(f.name); err != nil {
+		return 0, err
+	}
+	return f.File.Write(b)
+}
+
+func (f fileOutOfRoom) WriteAt(b []byte, off int64) (int, error) {
+	if err := f.fs.check(f.name); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(b, off)
+}
+
+// A change refused for want of room is never brought back, by the next change or by a
+// crash of the machine, whether the room ran out for its file, for the write-ahead log's
+// line that says it failed (the next change says it then), or for the history's log after
+// the write-ahead log took its record (which then says it was refused). Refused for its
+// file, it leaves no content in the history either.
+func TestWALRefusedChangesLeaveNothing(t *testing.T) {
+	needWAL(t)
+	for _, c := range []struct{ name, full, then string }{
+		{"file", "refused.md", ""},
+		{"outcome", "refused.md", walName},
+		{"log", historyLogName, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			osfs, err := NewOSFs(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var full []string // the files with no room
+			refuse := func(name string) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if !slices.Contains(full, name) {
+					return false
+				}
+				if c.then != "" && name == c.full {
+					full = append(full, c.then)
+				}
+				return true
+			}
+			setFull := func(names ...string) { mu.Lock(); full = names; mu.Unlock() }
+			s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse}))
+			ctx := context.Background()
+			create := func(name string) error {
+				return s.Update(ctx, func(tx *vfs.Tx) error {
+					return tx.CreateFile(vfs.MustResolve("/memories/"+name), []byte("the content of "+name))
+				})
+			}
+			if err := create("kept.md"); err != nil {
+				t.Fatal(err)
+			}
+			setFull(c.full)
+			if err := create("refused.md"); vfs.FailureOf(err) != vfs.FailNoSpace {
+				t.Fatalf("the create with no room for %s: %v", c.full, err)
+			}
+			setFull()
+			if c.name == "file" {
+				objects, _ := os.ReadDir(filepath.Join(dir, historyObjects))
+				if want := vfs.DigestOf([]byte("the content of kept.md")).String(); len(objects) != 1 || objects[0].Name() != want {
+					t.Errorf("the history's contents after the refusal: %v, want only %s", objects, want)
+				}
+			}
+			if err := create("after.md"); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"kept.md": "the content of kept.md", "after.md": "the content of after.md"}
+			check := func(when string, s *vfs.Store) {
+				t.Helper()
+				if got := treeOf(t, dir); !maps.Equal(got, want) {
+					t.Errorf("%s the files are %v, want %v", when, got, want)
+				}
+				for _, v := range versionsOf(t, s) {
+					if v.Touches("/memories/refused.md") {
+						t.Errorf("%s the history has the refused change: %+v", when, v)
+					}
+				}
+			}
+			check("after the next change", s)
+			wal, _ := os.ReadFile(filepath.Join(dir, walName))
+			if !bytes.Contains(wal, []byte("refused.md")) {
+				t.Fatalf("the refused change has no record in the log: %q", wal)
+			}
+
+			// As if the machine had crashed now.
+			os.WriteFile(filepath.Join(dir, walName), asOtherBoot(t, wal), 0o600)
+			r, err := OpenOSStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			check("after recovery", r)
+		})
 	}
 }
