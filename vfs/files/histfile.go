@@ -253,8 +253,7 @@ func (ht *historyTx) Record(ctx context.Context, vs []vfs.Version) (err error) {
 	}
 	if err := ht.appendLines(h, h.wal == nil, lines...); err != nil {
 		if h.wal != nil {
-			// Refused after its record: the write-ahead log must say so, as Settle does.
-			ht.walAppend(h, walLine{Settle: ht.groupID, Only: []int{}}, h.lastGroup, true)
+			ht.walRefused(h) // refused after its record
 		}
 		return err
 	}
@@ -290,7 +289,13 @@ func (ht *historyTx) Settle(ctx context.Context, outcome vfs.Outcome) (err error
 	if h.wal != nil && line.Partial {
 		// A change that failed, or did part of its work, says so in the write-ahead log,
 		// flushed: a crash of the machine must not have it redone.
-		if err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: line.Only}, h.lastGroup, true); err != nil {
+		var err error
+		if outcome == vfs.Failed {
+			err = ht.walRefused(h)
+		} else {
+			err = ht.walAppend(h, walLine{Settle: ht.groupID, Only: line.Only}, h.lastGroup, true)
+		}
+		if err != nil {
 			h.loaded = false // the next change reads the log again, and settles the group then
 			return err
 		}

@@ -120,6 +120,7 @@ type walState struct {
 	// Where records go (only touched under the store's exclusive lock; stale also by a
 	// read that notices another process, under cacheMu, never beside a change).
 	end   int64  // the next record's offset; -1: unknown (see locate)
+	last  int64  // where this process's last line began (see cutLast)
 	size  int64  // the log's size, zeros past end
 	cycle string // the header's Cycle
 	torn  bool   // the byte before end is not a newline
@@ -357,7 +358,7 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 		w.end = -1
 		return err
 	}
-	w.end += int64(buf.Len())
+	w.last, w.end = off, off+int64(buf.Len())
 	w.torn = false
 	w.mu.Lock()
 	w.appended += uint64(buf.Len())
@@ -381,6 +382,24 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 		w.due = true
 	}
 	return nil
+}
+
+// walRefused writes to the log that the operation whose record is its last line failed;
+// with no room for that line, it takes the record off instead, flushed: either way, a
+// crash of the machine does not have the operation redone.
+func (ht *historyTx) walRefused(h *fileHistory) error {
+	err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: []int{}}, h.lastGroup, true)
+	if err == nil {
+		return nil
+	}
+	f, err := ht.openWAL(h)
+	if err == nil {
+		if err = f.Truncate(h.wal.last); err == nil {
+			err = syncFile(f)
+		}
+	}
+	h.wal.end = -1 // located again by the next change
+	return err
 }
 
 // openWAL returns the log's descriptor for this change, kept from the last one or opened

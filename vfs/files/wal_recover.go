@@ -23,11 +23,11 @@ type walScan struct {
 	format  int
 	from    uint64
 	records []walLine
-	settled map[uint64]walLine
+	outcome []*walLine // each record's outcome line; nil: it succeeded
 }
 
 func scanWAL(data []byte) walScan {
-	s := walScan{settled: map[uint64]walLine{}}
+	var s walScan
 	for len(data) > 0 && data[0] != 0 { // zeros: past the records
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -39,9 +39,16 @@ func scanWAL(data []byte) walScan {
 			case l.WAL != 0:
 				s.boot, s.format, s.from, s.cycle = l.Boot, l.WAL, l.From, l.Cycle
 			case l.G != 0:
-				s.records = append(s.records, l)
+				s.records, s.outcome = append(s.records, l), append(s.outcome, nil)
 			case l.Settle != 0:
-				s.settled[l.Settle] = l
+				// The outcome of the group's last record: a number is taken again by the
+				// next change after one refused before the history's log knew of it.
+				for j := len(s.records) - 1; j >= 0; j-- {
+					if s.records[j].G == l.Settle {
+						s.outcome[j] = &l
+						break
+					}
+				}
 			}
 		}
 		data = data[i+1:]
@@ -49,16 +56,16 @@ func scanWAL(data []byte) walScan {
 	return s
 }
 
-// stands returns the versions of record r that stand, given its outcome.
-func (s *walScan) stands(r walLine) []vfs.Version {
-	o, ok := s.settled[r.G]
-	if !ok {
-		return r.V
+// stands returns the versions of record i that stand, given its outcome.
+func (s *walScan) stands(i int) []vfs.Version {
+	o := s.outcome[i]
+	if o == nil {
+		return s.records[i].V
 	}
 	var vs []vfs.Version
-	for _, i := range o.Only {
-		if i >= 0 && i < len(r.V) {
-			vs = append(vs, r.V[i])
+	for _, j := range o.Only {
+		if j >= 0 && j < len(s.records[i].V) {
+			vs = append(vs, s.records[i].V[j])
 		}
 	}
 	return vs
@@ -154,29 +161,33 @@ func (ht *historyTx) recoverVersions(w *walScan, ls *logScan) (vs []vfs.Version,
 	// A change an operation of which failed, or did part of its work, was cut short: the
 	// versions of its operations up to that one say so, as when the history log is read
 	// (logScan.interrupted).
-	cut := map[uint64]bool{}
+	cut := make([]bool, len(w.records))
 	for i, r := range w.records {
-		if _, ok := w.settled[r.G]; !ok || len(r.V) == 0 {
+		if w.outcome[i] == nil || len(r.V) == 0 {
 			continue
 		}
 		for j := i; j >= 0 && len(w.records[j].V) > 0 && w.records[j].V[0].Seq == r.V[0].Seq; j-- {
-			cut[w.records[j].G] = true
+			cut[j] = true
 		}
+	}
+	cutGroup := map[uint64]bool{} // as its last record says (see scanWAL)
+	for i, r := range w.records {
+		cutGroup[r.G] = cut[i]
 	}
 	missing = len(ls.pending) > 0
 	for i, v := range ls.versions {
 		if acked(ls.vgroups[i]) {
-			v.Interrupted = v.Interrupted || cut[ls.vgroups[i]]
+			v.Interrupted = v.Interrupted || cutGroup[ls.vgroups[i]]
 			vs = append(vs, v)
 		} else {
 			missing = true
 		}
 	}
-	for _, r := range w.records {
+	for i, r := range w.records {
 		if !ls.groups[r.G] {
 			missing = true
-			for _, v := range w.stands(r) {
-				v.Interrupted = cut[r.G]
+			for _, v := range w.stands(i) {
+				v.Interrupted = cut[i]
 				vs = append(vs, v)
 			}
 		}
@@ -210,8 +221,8 @@ func (ht *historyTx) recoverFiles(h *fileHistory, w *walScan, contents map[vfs.D
 		}
 		paths[p] = append(paths[p], after)
 	}
-	for _, r := range w.records {
-		for _, v := range w.stands(r) {
+	for i := range w.records {
+		for _, v := range w.stands(i) {
 			switch v.Kind {
 			case vfs.Created:
 				step(v.Path, recoveryState{}, recoveryState{true, v.SHA256})

@@ -1483,9 +1483,6 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 			}
 			check("after the next change", s)
 			wal, _ := os.ReadFile(filepath.Join(dir, walName))
-			if !bytes.Contains(wal, []byte("refused.md")) {
-				t.Fatalf("the refused change has no record in the log: %q", wal)
-			}
 
 			// As if the machine had crashed now.
 			os.WriteFile(filepath.Join(dir, walName), asOtherBoot(t, wal), 0o600)
