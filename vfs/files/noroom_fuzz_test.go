@@ -23,7 +23,7 @@ func FuzzNoRoom(f *testing.F) {
 	if bootID() == "" {
 		f.Skip("no write-ahead log on this system: it needs the boot id that Linux, macOS and Windows give")
 	}
-	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/e/c.md"}
+	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/d/c.md", "/memories/e"}
 	f.Fuzz(func(t *testing.T, ops []byte, faults uint64) {
 		if len(ops) > 30 {
 			return
