@@ -12,12 +12,14 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-// Writes refused for want of room, at any point of any change (each bit of faults refuses
-// one write, in the order the store makes them): whatever was refused, the history agrees
+// Writes refused for want of room, at any point of any change (each bit of faults but the
+// first refuses one write, in the order the store makes them; the first turns the
+// write-ahead log off): whatever was refused, the history agrees
 // with the files after every step, and the files and the history are the same when the
 // store is opened again, after a clean close or a crash of the machine.
 func FuzzNoRoom(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 1, 2, 0, 3, 2, 0, 3, 6, 1, 1, 4}, uint64(0b101000100))
+	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x8420))
 	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x8421))
 	f.Add([]byte{0, 1, 1, 1, 2, 7, 0, 1, 3, 1}, uint64(1<<10|1<<3))
 	if bootID() == "" {
@@ -43,8 +45,11 @@ func FuzzNoRoom(f *testing.F) {
 			return n < 64 && faults>>n&1 == 1
 		}
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		opts := vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})
-		s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse}, opts))
+		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
+		if faults&1 == 1 { // faults' first bit: without the write-ahead log
+			opts = append(opts, vfs.FlushEachChange())
+		}
+		s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse}, opts...))
 		defer s.Close()
 		for i := 0; i+1 < len(ops); i += 2 {
 			p, q := vfs.MustResolve(paths[int(ops[i+1])%len(paths)]), vfs.MustResolve(paths[int(ops[i+1])/len(paths)%len(paths)])
@@ -80,7 +85,7 @@ func FuzzNoRoom(f *testing.F) {
 		}
 		s.Close()
 		for how, dir := range map[string]string{"a clean close": dir, "a crash of the machine": crashed} {
-			r, err := OpenOSStore(dir, opts)
+			r, err := OpenOSStore(dir, opts...)
 			if err != nil {
 				t.Fatalf("after %s: %v", how, err)
 			}
