@@ -12,32 +12,31 @@ import (
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
-// Writes refused for want of room, at any point of any change (each bit of faults but the
-// first refuses one write, in the order the store makes them; the first turns the
-// write-ahead log off): whatever was refused, the history agrees
-// with the files after every step, and the files and the history are the same when the
-// store is opened again, after a clean close or a crash of the machine.
+// Writes refused for want of room, at any point of any change: whatever was refused, the
+// history agrees with the files after every step, and the files and the history are the
+// same when the store is opened again, after a clean close or a crash of the machine.
+// faults' first two bits choose the store (os with the write-ahead log, os without it, an
+// overlay whose lower layer holds a.md and d/b.md); each of the others refuses one write,
+// in the order the store makes them.
 func FuzzNoRoom(f *testing.F) {
-	f.Add([]byte{0, 0, 1, 1, 2, 0, 3, 2, 0, 3, 6, 1, 1, 4}, uint64(0b101000100))
-	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x8420))
-	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x8421))
-	f.Add([]byte{0, 1, 1, 1, 2, 7, 0, 1, 3, 1}, uint64(1<<10|1<<3))
-	if bootID() == "" {
-		f.Skip("no write-ahead log on this system: it needs the boot id that Linux, macOS and Windows give")
-	}
+	f.Add([]byte{0, 0, 1, 1, 2, 0, 3, 2, 0, 3, 6, 1, 1, 4}, uint64(0b1010001000))
+	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x10840))
+	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x10841))
+	f.Add([]byte{0, 1, 1, 1, 2, 7, 0, 1, 3, 1}, uint64(1<<11|1<<4))
+	f.Add([]byte{2, 22}, uint64(1<<5|2)) // an overlay's directory moved, with no room for the whiteout
 	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/d/c.md", "/memories/e"}
 	f.Fuzz(func(t *testing.T, ops []byte, faults uint64) {
 		if len(ops) > 30 {
 			return
 		}
-		ctx := context.Background()
-		dir := t.TempDir()
-		osfs, err := NewOSFs(dir)
-		if err != nil {
-			t.Fatal(err)
+		kind := faults & 3
+		if kind == 0 && bootID() == "" {
+			t.Skip("no write-ahead log on this system: it needs the boot id that Linux, macOS and Windows give")
 		}
+		ctx := context.Background()
+		dir, lowerDir := t.TempDir(), t.TempDir()
 		var mu sync.Mutex
-		n := 0
+		n := 1
 		refuse := func(string) bool {
 			mu.Lock()
 			defer mu.Unlock()
@@ -46,11 +45,30 @@ func FuzzNoRoom(f *testing.F) {
 		}
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
-		if faults&1 == 1 { // faults' first bit: without the write-ahead log
-			opts = append(opts, vfs.FlushEachChange())
+		osfs, err := NewOSFs(dir)
+		if err != nil {
+			t.Fatal(err)
 		}
-		s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse}, opts...))
+		var fsys FS = outOfRoom{osfs, refuse}
+		open := func() (*vfs.Store, error) { return OpenOSStore(dir, opts...) }
+		switch kind {
+		case 1:
+			opts = append(opts, vfs.FlushEachChange())
+		case 2, 3:
+			writeHostFiles(t, lowerDir, map[string]string{"a.md": "lower a\n", "d/b.md": "lower b\n"})
+			lower, err := NewReadOnlyOSFs(lowerDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lower.Close()
+			if fsys, err = NewOverlayFs(lower, fsys); err != nil {
+				t.Fatal(err)
+			}
+			open = func() (*vfs.Store, error) { return OpenOverlayStore(lowerDir, dir, opts...) }
+		}
+		s := vfs.NewStore(NewAferoStorage(fsys, opts...))
 		defer s.Close()
+		initial := storeTree(t, s)
 		for i := 0; i+1 < len(ops); i += 2 {
 			p, q := vfs.MustResolve(paths[int(ops[i+1])%len(paths)]), vfs.MustResolve(paths[int(ops[i+1])/len(paths)%len(paths)])
 			data := []byte{'v', byte('0' + i%10), '\n'}
@@ -73,23 +91,25 @@ func FuzzNoRoom(f *testing.F) {
 				})
 			}
 			_ = err // refusals, for room or otherwise, are part of the mix
-			if got, want := historyTree(t, s), treeOf(t, dir); !maps.Equal(got, want) {
+			if got, want := historyTree(t, s, initial), storeTree(t, s); !maps.Equal(got, want) {
 				t.Fatalf("after step %d the history says %v, the files are %v", i/2, got, want)
 			}
 		}
-		want, wantVersions := treeOf(t, dir), jsonOf(versionsOf(t, s))
-		// The machine's crash: the files as they are, the log's records of another boot.
-		crashed := copyTree(t, dir)
+		want, wantVersions := storeTree(t, s), jsonOf(versionsOf(t, s))
+		ways := map[string]func() (*vfs.Store, error){"a clean close": open}
 		if wal, _ := os.ReadFile(filepath.Join(dir, walName)); len(wal) > 0 && wal[0] != 0 {
+			// The machine's crash: the files as they are, the log's records of another boot.
+			crashed := copyTree(t, dir)
 			os.WriteFile(filepath.Join(crashed, walName), asOtherBoot(t, wal), 0o600)
+			ways["a crash of the machine"] = func() (*vfs.Store, error) { return OpenOSStore(crashed, opts...) }
 		}
 		s.Close()
-		for how, dir := range map[string]string{"a clean close": dir, "a crash of the machine": crashed} {
-			r, err := OpenOSStore(dir, opts...)
+		for how, open := range ways {
+			r, err := open()
 			if err != nil {
 				t.Fatalf("after %s: %v", how, err)
 			}
-			if got := treeOf(t, dir); !maps.Equal(got, want) {
+			if got := storeTree(t, r); !maps.Equal(got, want) {
 				t.Fatalf("after %s the files are %v, want %v", how, got, want)
 			}
 			if got := jsonOf(versionsOf(t, r)); got != wantVersions {
@@ -100,10 +120,57 @@ func FuzzNoRoom(f *testing.F) {
 	})
 }
 
-// historyTree is the files as s's history says they are: path (relative) → content.
-func historyTree(t *testing.T, s *vfs.Store) map[string]string {
+// writeHostFiles writes files (relative name → content) under dir.
+func writeHostFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// storeTree is the files of s as the model sees them: path (below /memories) → content.
+func storeTree(t *testing.T, s *vfs.Store) map[string]string {
 	t.Helper()
 	tree := map[string]string{}
+	var walk func(tx *vfs.Tx, p vfs.Path, rel string) error
+	walk = func(tx *vfs.Tx, p vfs.Path, rel string) error {
+		entries, err := tx.List(p)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			switch {
+			case e.IsDir():
+				if err := walk(tx, p.Join(e.Name), rel+e.Name+"/"); err != nil {
+					return err
+				}
+			case e.IsRegular():
+				data, err := tx.ReadFile(p.Join(e.Name))
+				if err != nil {
+					return err
+				}
+				tree[rel+e.Name] = string(data)
+			}
+		}
+		return nil
+	}
+	if err := s.View(context.Background(), func(tx *vfs.Tx) error { return walk(tx, vfs.MustResolve(vfs.Root), "") }); err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// historyTree is the files as s's history says they are, from the files before it
+// (initial): path (below /memories) → content.
+func historyTree(t *testing.T, s *vfs.Store, initial map[string]string) map[string]string {
+	t.Helper()
+	tree := maps.Clone(initial)
 	err := s.View(context.Background(), func(tx *vfs.Tx) error {
 		vs, err := tx.Versions()
 		if err != nil {
@@ -116,6 +183,7 @@ func historyTree(t *testing.T, s *vfs.Store) map[string]string {
 					continue
 				}
 				seen[p] = true
+				delete(tree, p[len("/memories/"):])
 				if st := vs[i].After(p); st.Exists {
 					data, err := tx.Content(st.SHA256)
 					if err != nil {

@@ -499,7 +499,8 @@ func (o *OverlayFs) rename(oldn, newn string, noReplace bool) error {
 	if oldn == "" || newn == "" || src.IsDir() && strings.HasPrefix(newn, oldn+"/") {
 		return errInvalid("rename", oldn)
 	}
-	if dst, err := o.stat(newn, true); err == nil {
+	dst, err := o.stat(newn, true)
+	if err == nil {
 		switch {
 		case noReplace || dst.IsDir():
 			return errExist("rename", newn)
@@ -516,18 +517,38 @@ func (o *OverlayFs) rename(oldn, newn string, noReplace bool) error {
 	if !o.inLower(oldn) {
 		return o.upper.Rename("/"+oldn, "/"+newn)
 	}
-	if err := o.copyTree(oldn, newn, src); err != nil {
+	var moved [][2]string
+	err = o.copyTree(oldn, newn, src, &moved)
+	if err == nil {
+		err = o.addWhiteout(oldn)
+	}
+	if err != nil {
+		// Refused (no room for the copy or the whiteout): what moved goes back, and the
+		// copy goes, so that nothing changed.
+		for i := len(moved) - 1; i >= 0; i-- {
+			o.upper.Rename("/"+moved[i][1], "/"+moved[i][0])
+		}
+		if dst == nil {
+			o.upper.RemoveAll("/" + newn)
+		}
 		return err
 	}
-	return o.remove(oldn, true)
+	if !o.inUpper(oldn) {
+		return nil
+	}
+	return o.upper.RemoveAll("/" + oldn) // under the whiteout: hidden already
 }
 
 // copyTree copies the visible entry at src to dst in the upper layer; entries already in
-// the upper layer are moved rather than copied.
-func (o *OverlayFs) copyTree(src, dst string, fi fs.FileInfo) error {
+// the upper layer are moved rather than copied (and added to moved).
+func (o *OverlayFs) copyTree(src, dst string, fi fs.FileInfo, moved *[][2]string) error {
 	switch {
 	case o.inUpper(src) && !fi.IsDir():
-		return o.upper.Rename("/"+src, "/"+dst)
+		if err := o.upper.Rename("/"+src, "/"+dst); err != nil {
+			return err
+		}
+		*moved = append(*moved, [2]string{src, dst})
+		return nil
 	case fi.Mode().IsRegular():
 		return o.copyUpFile(src, dst)
 	case !fi.IsDir():
@@ -541,7 +562,7 @@ func (o *OverlayFs) copyTree(src, dst string, fi fs.FileInfo) error {
 		return err
 	}
 	for _, child := range entries {
-		if err := o.copyTree(path.Join(src, child.Name()), path.Join(dst, child.Name()), child); err != nil {
+		if err := o.copyTree(path.Join(src, child.Name()), path.Join(dst, child.Name()), child, moved); err != nil {
 			return err
 		}
 	}
