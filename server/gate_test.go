@@ -267,17 +267,28 @@ func TestSessions(t *testing.T) {
 // holding more; room is back once they are done.
 func TestInflightBound(t *testing.T) {
 	url, _ := testGate(t, HTTPOptions{Limits: Limits{Requests: 2, PerTenant: 2, SmallRequests: 2, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}}, nil, "")
-	var stalled []net.Conn
-	for range 2 {
-		stalled = append(stalled, rawConn(t, url, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"))
+	stalled := make([]net.Conn, 2)
+	stall := func(i int) {
+		stalled[i] = rawConn(t, url, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	}
-	// Until the server has read the stalled requests' headers, a request may still get in.
+	stall(0)
+	stall(1)
+	// Until the server has read the stalled requests' headers, a request may still get in,
+	// and a probe that overtakes one has it refused: a stalled request answered is sent
+	// again. (The deadline only keeps a broken bound from hanging the test.)
 	status := func(want int) *http.Response {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); ; {
 			resp := post(t, url+"/mcp", "", "", initBody)
 			if resp.StatusCode == want || time.Now().After(deadline) {
 				return resp
+			}
+			for i, c := range stalled {
+				c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+				if n, _ := c.Read(make([]byte, 1)); n > 0 && want != http.StatusOK {
+					c.Close()
+					stall(i)
+				}
 			}
 		}
 	}
