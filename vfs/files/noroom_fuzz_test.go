@@ -16,8 +16,8 @@ import (
 // history agrees with the files after every step, and the files and the history are the
 // same when the store is opened again, after a clean close or a crash of the machine.
 // faults' first two bits choose the store (os with the write-ahead log, os without it, an
-// overlay whose lower layer holds a.md and d/b.md); each of the others refuses one write,
-// in the order the store makes them.
+// overlay whose lower layer holds a.md and d/b.md); each of bits 2–39 refuses one write,
+// and each of bits 40–63 one flush of a file, in the order the store makes them.
 func FuzzNoRoom(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 1, 2, 0, 3, 2, 0, 3, 6, 1, 1, 4}, uint64(0b1010001000))
 	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x10840))
@@ -36,12 +36,18 @@ func FuzzNoRoom(f *testing.F) {
 		ctx := context.Background()
 		dir, lowerDir := t.TempDir(), t.TempDir()
 		var mu sync.Mutex
-		n := 1
+		n, m := 1, 39
 		refuse := func(string) bool {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
-			return n < 64 && faults>>n&1 == 1
+			return n < 40 && faults>>n&1 == 1
+		}
+		refuseSync := func(string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			m++
+			return m < 64 && faults>>m&1 == 1
 		}
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
@@ -49,7 +55,7 @@ func FuzzNoRoom(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fsys FS = outOfRoom{osfs, refuse}
+		var fsys FS = outOfRoom{osfs, refuse, refuseSync}
 		open := func() (*vfs.Store, error) { return OpenOSStore(dir, opts...) }
 		switch kind {
 		case 1:

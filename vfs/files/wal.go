@@ -388,13 +388,14 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 // with no room for that line, it takes the record off instead, flushed: either way, a
 // crash of the machine does not have the operation redone.
 func (ht *historyTx) walRefused(h *fileHistory) error {
+	record := h.wal.last
 	err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: []int{}}, h.lastGroup, true)
 	if err == nil {
 		return nil
 	}
 	f, err := ht.openWAL(h)
 	if err == nil {
-		if err = f.Truncate(h.wal.last); err == nil {
+		if err = f.Truncate(record); err == nil {
 			err = syncFile(f)
 		}
 	}

@@ -1358,10 +1358,11 @@ func TestWALRecoveryNumbersAfterThePruned(t *testing.T) {
 	}
 }
 
-// outOfRoom is the OS filesystem with no room for writes to the files refuse names.
+// outOfRoom is the OS filesystem with no room for writes to the files refuse names, nor,
+// where refuseSync is set, for the flushes of those it names.
 type outOfRoom struct {
 	*OSFs
-	refuse func(name string) bool
+	refuse, refuseSync func(name string) bool
 }
 
 func (f outOfRoom) check(name string) error {
@@ -1406,6 +1407,13 @@ func (f fileOutOfRoom) Write(b []byte) (int, error) {
 	return f.File.Write(b)
 }
 
+func (f fileOutOfRoom) Sync() error {
+	if f.fs.refuseSync != nil && f.fs.refuseSync(f.name) {
+		return &fs.PathError{Op: "sync", Path: f.name, Err: syscall.ENOSPC}
+	}
+	return f.File.Sync()
+}
+
 func (f fileOutOfRoom) WriteAt(b []byte, off int64) (int, error) {
 	if err := f.fs.check(f.name); err != nil {
 		return 0, err
@@ -1415,7 +1423,8 @@ func (f fileOutOfRoom) WriteAt(b []byte, off int64) (int, error) {
 
 // A change refused for want of room is never brought back, by the next change or by a
 // crash of the machine, whether the room ran out for its file, for the write-ahead log's
-// line that says it failed (the next change says it then), or for the history's log after
+// line that says it failed or that line's flush (the next change says it then), or for the
+// history's log after
 // the write-ahead log took its record (which then says it was refused). Refused for its
 // file, it leaves no content in the history either.
 func TestWALRefusedChangesLeaveNothing(t *testing.T) {
@@ -1423,6 +1432,7 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 	for _, c := range []struct{ name, full, then string }{
 		{"file", "refused.md", ""},
 		{"outcome", "refused.md", walName},
+		{"unflushed outcome", "refused.md", "flush " + walName},
 		{"log", historyLogName, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -1432,7 +1442,7 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex
-			var full []string // the files with no room
+			var full []string // the files with no room ("flush NAME": for NAME's flushes)
 			refuse := func(name string) bool {
 				mu.Lock()
 				defer mu.Unlock()
@@ -1444,8 +1454,9 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 				}
 				return true
 			}
+			refuseSync := func(name string) bool { return refuse("flush " + name) }
 			setFull := func(names ...string) { mu.Lock(); full = names; mu.Unlock() }
-			s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse}))
+			s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse, refuseSync}))
 			ctx := context.Background()
 			create := func(name string) error {
 				return s.Update(ctx, func(tx *vfs.Tx) error {
@@ -1466,11 +1477,8 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 					t.Errorf("the history's contents after the refusal: %v, want only %s", objects, want)
 				}
 			}
-			if err := create("after.md"); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]string{"kept.md": "the content of kept.md", "after.md": "the content of after.md"}
-			check := func(when string, s *vfs.Store) {
+			want := map[string]string{"kept.md": "the content of kept.md"}
+			check := func(when, dir string, s *vfs.Store) {
 				t.Helper()
 				if got := treeOf(t, dir); !maps.Equal(got, want) {
 					t.Errorf("%s the files are %v, want %v", when, got, want)
@@ -1481,17 +1489,28 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 					}
 				}
 			}
-			check("after the next change", s)
-			wal, _ := os.ReadFile(filepath.Join(dir, walName))
-
-			// As if the machine had crashed now.
-			os.WriteFile(filepath.Join(dir, walName), asOtherBoot(t, wal), 0o600)
-			r, err := OpenOSStore(dir)
-			if err != nil {
+			// As if the machine had crashed now: the files as they are, the log's records
+			// of another boot.
+			crash := func(when string) {
+				t.Helper()
+				crashed := copyTree(t, dir)
+				if wal, _ := os.ReadFile(filepath.Join(dir, walName)); len(wal) > 0 && wal[0] != 0 {
+					os.WriteFile(filepath.Join(crashed, walName), asOtherBoot(t, wal), 0o600)
+				}
+				r, err := OpenOSStore(crashed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				check(when, crashed, r)
+			}
+			crash("after a crash at once")
+			if err := create("after.md"); err != nil {
 				t.Fatal(err)
 			}
-			defer r.Close()
-			check("after recovery", r)
+			want["after.md"] = "the content of after.md"
+			check("after the next change", dir, s)
+			crash("after a crash after the next change")
 		})
 	}
 }
