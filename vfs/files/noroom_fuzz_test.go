@@ -2,6 +2,7 @@ package files
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -97,33 +98,39 @@ func FuzzNoRoom(f *testing.F) {
 				})
 			}
 			_ = err // refusals, for room or otherwise, are part of the mix
-			if got, want := historyTree(t, s, initial), storeTree(t, s); !maps.Equal(got, want) {
+			want := storeTree(t, s)
+			if got := historyTree(t, s, initial); !maps.Equal(got, want) {
 				t.Fatalf("after step %d the history says %v, the files are %v", i/2, got, want)
+			}
+			if wal, _ := os.ReadFile(filepath.Join(dir, walName)); len(wal) > 0 && wal[0] != 0 {
+				// The machine's crash now: the files as they are, the log's records of
+				// another boot.
+				crashed := copyTree(t, dir)
+				os.WriteFile(filepath.Join(crashed, walName), asOtherBoot(t, wal), 0o600)
+				same(t, fmt.Sprintf("a crash of the machine after step %d", i/2), want, jsonOf(versionsOf(t, s)), func() (*vfs.Store, error) { return OpenOSStore(crashed, opts...) })
 			}
 		}
 		want, wantVersions := storeTree(t, s), jsonOf(versionsOf(t, s))
-		ways := map[string]func() (*vfs.Store, error){"a clean close": open}
-		if wal, _ := os.ReadFile(filepath.Join(dir, walName)); len(wal) > 0 && wal[0] != 0 {
-			// The machine's crash: the files as they are, the log's records of another boot.
-			crashed := copyTree(t, dir)
-			os.WriteFile(filepath.Join(crashed, walName), asOtherBoot(t, wal), 0o600)
-			ways["a crash of the machine"] = func() (*vfs.Store, error) { return OpenOSStore(crashed, opts...) }
-		}
 		s.Close()
-		for how, open := range ways {
-			r, err := open()
-			if err != nil {
-				t.Fatalf("after %s: %v", how, err)
-			}
-			if got := storeTree(t, r); !maps.Equal(got, want) {
-				t.Fatalf("after %s the files are %v, want %v", how, got, want)
-			}
-			if got := jsonOf(versionsOf(t, r)); got != wantVersions {
-				t.Fatalf("after %s the history is\n%s\nwant\n%s", how, got, wantVersions)
-			}
-			r.Close()
-		}
+		same(t, "a clean close", want, wantVersions, open)
 	})
+}
+
+// same fails t unless the store open returns has the files want and the history
+// wantVersions (as JSON).
+func same(t *testing.T, after string, want map[string]string, wantVersions string, open func() (*vfs.Store, error)) {
+	t.Helper()
+	r, err := open()
+	if err != nil {
+		t.Fatalf("after %s: %v", after, err)
+	}
+	defer r.Close()
+	if got := storeTree(t, r); !maps.Equal(got, want) {
+		t.Fatalf("after %s the files are %v, want %v", after, got, want)
+	}
+	if got := jsonOf(versionsOf(t, r)); got != wantVersions {
+		t.Fatalf("after %s the history is\n%s\nwant\n%s", after, got, wantVersions)
+	}
 }
 
 // writeHostFiles writes files (relative name → content) under dir.
