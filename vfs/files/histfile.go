@@ -212,8 +212,11 @@ func (ht *historyTx) Keep(ctx context.Context, d vfs.Digest, data []byte) (err e
 // then read again, they wait for that pass.
 func (ht *historyTx) dropUnnamed() {
 	h := ht.tx.s.history
+	if !h.loaded {
+		return
+	}
 	for _, d := range ht.created {
-		if _, named := h.sizes[d]; !named && h.loaded {
+		if _, named := h.sizes[d]; !named {
 			ht.fs().Remove(objectName(d))
 		}
 	}

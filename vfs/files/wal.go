@@ -120,7 +120,7 @@ type walState struct {
 	// Where records go (only touched under the store's exclusive lock; stale also by a
 	// read that notices another process, under cacheMu, never beside a change).
 	end   int64  // the next record's offset; -1: unknown (see locate)
-	last  int64  // where this process's last line began (see cutLast)
+	last  int64  // where this process's last line began (see walRefused)
 	size  int64  // the log's size, zeros past end
 	cycle string // the header's Cycle
 	torn  bool   // the byte before end is not a newline
