@@ -17,7 +17,8 @@ import (
 // history agrees with the files after every step, and the files and the history are the
 // same when the store is opened again, after a clean close or a crash of the machine.
 // faults' first two bits choose the store (os with the write-ahead log, os without it, an
-// overlay whose lower layer holds a.md and d/b.md); each of bits 2–39 refuses one write,
+// overlay whose lower layer holds a.md and d/b.md, os with the log and pruning to one
+// version a file); each of bits 2–39 refuses one write,
 // and each of bits 40–63 one flush of a file, in the order the store makes them.
 func FuzzNoRoom(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 1, 2, 0, 3, 2, 0, 3, 6, 1, 1, 4}, uint64(0b1010001000))
@@ -25,13 +26,14 @@ func FuzzNoRoom(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x10841))
 	f.Add([]byte{0, 1, 1, 1, 2, 7, 0, 1, 3, 1}, uint64(1<<11|1<<4))
 	f.Add([]byte{2, 22}, uint64(1<<5|2)) // an overlay's directory moved, with no room for the whiteout
+	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0, 2, 5, 1, 0, 3, 0}, uint64(1<<12|1<<9|3))
 	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/d/c.md", "/memories/e"}
 	f.Fuzz(func(t *testing.T, ops []byte, faults uint64) {
 		if len(ops) > 30 {
 			return
 		}
 		kind := faults & 3
-		if kind == 0 && bootID() == "" {
+		if (kind == 0 || kind == 3) && bootID() == "" {
 			t.Skip("no write-ahead log on this system: it needs the boot id that Linux, macOS and Windows give")
 		}
 		ctx := context.Background()
@@ -51,7 +53,12 @@ func FuzzNoRoom(f *testing.F) {
 			return m < 64 && faults>>m&1 == 1
 		}
 		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		opts := []vfs.Option{vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})}
+		cfg := vfs.HistoryConfig{Now: func() time.Time { return clock }}
+		step := time.Minute
+		if kind == 3 { // pruning: an hour a step, a version a file
+			cfg.MaxVersions, step = 1, time.Hour
+		}
+		opts := []vfs.Option{vfs.WithHistory(cfg)}
 		osfs, err := NewOSFs(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +68,7 @@ func FuzzNoRoom(f *testing.F) {
 		switch kind {
 		case 1:
 			opts = append(opts, vfs.FlushEachChange())
-		case 2, 3:
+		case 2:
 			writeHostFiles(t, lowerDir, map[string]string{"a.md": "lower a\n", "d/b.md": "lower b\n"})
 			lower, err := NewReadOnlyOSFs(lowerDir)
 			if err != nil {
@@ -79,7 +86,7 @@ func FuzzNoRoom(f *testing.F) {
 		for i := 0; i+1 < len(ops); i += 2 {
 			p, q := vfs.MustResolve(paths[int(ops[i+1])%len(paths)]), vfs.MustResolve(paths[int(ops[i+1])/len(paths)%len(paths)])
 			data := []byte{'v', byte('0' + i%10), '\n'}
-			clock = clock.Add(time.Minute)
+			clock = clock.Add(step)
 			switch ops[i] % 5 {
 			case 0:
 				_, err = s.Apply(ctx, "create", func(tx *vfs.Tx) error { return tx.CreateFile(p, data) })
