@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func FuzzNoRoom(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 1, 2, 7, 0, 1, 3, 1}, uint64(1<<11|1<<4))
 	f.Add([]byte{2, 22}, uint64(1<<5|2)) // an overlay's directory moved, with no room for the whiteout
 	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0, 2, 5, 1, 0, 3, 0}, uint64(1<<12|1<<9|3))
+	f.Add([]byte{0, 0, 1, 0, 0, 1, 251, 0, 252, 2, 0, 3}, uint64(1<<9|1<<14))
 	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/d/c.md", "/memories/e"}
 	f.Fuzz(func(t *testing.T, ops []byte, faults uint64) {
 		if len(ops) > 30 {
@@ -87,7 +89,11 @@ func FuzzNoRoom(f *testing.F) {
 			p, q := vfs.MustResolve(paths[int(ops[i+1])%len(paths)]), vfs.MustResolve(paths[int(ops[i+1])/len(paths)%len(paths)])
 			data := []byte{'v', byte('0' + i%10), '\n'}
 			clock = clock.Add(step)
-			switch ops[i] % 5 {
+			op := ops[i] % 5
+			if ops[i] >= 250 {
+				op = 5
+			}
+			switch op {
 			case 0:
 				_, err = s.Apply(ctx, "create", func(tx *vfs.Tx) error { return tx.CreateFile(p, data) })
 			case 1:
@@ -103,6 +109,12 @@ func FuzzNoRoom(f *testing.F) {
 					}
 					return tx.Rename(p, q)
 				})
+			case 5: // a content purged from the history, while no file holds it (as people may)
+				gone := []byte{'v', byte('0' + int(ops[i+1])%10), '\n'}
+				if slices.Contains(slices.Collect(maps.Values(storeTree(t, s))), string(gone)) {
+					break
+				}
+				err = s.Update(ctx, func(tx *vfs.Tx) error { _, err := tx.Redact(vfs.DigestOf(gone)); return err })
 			}
 			_ = err // refusals, for room or otherwise, are part of the mix
 			want := storeTree(t, s)
