@@ -56,26 +56,15 @@ func FuzzMachineCrash(f *testing.F) {
 			}
 			var err error
 			clock = clock.Add(time.Hour)
-			switch ops[i] % 8 {
-			case 0:
-				_, err = s.Apply(ctx, "create", func(tx *vfs.Tx) error { return tx.CreateFile(p, data) })
-			case 1:
-				_, err = s.Apply(ctx, "write", func(tx *vfs.Tx) error { return tx.WriteFile(p, data) })
-			case 2:
-				_, err = s.Apply(ctx, "rename", func(tx *vfs.Tx) error { return tx.Rename(p, q) })
-			case 3:
-				_, err = s.Apply(ctx, "delete", func(tx *vfs.Tx) error { return tx.RemoveAll(p) })
+			switch k := ops[i] % 8; k {
+			case 0, 1, 2, 3:
+				err = fuzzChange(s, int(k), p, q, data)
 			case 4:
 				checkpointNow(t, s)
 			case 5:
 				err = s.View(ctx, func(tx *vfs.Tx) error { _, err := tx.List(vfs.MustResolve(vfs.Root)); return err })
-			case 6: // several operations in one change
-				_, err = s.Apply(ctx, "restore", func(tx *vfs.Tx) error {
-					if err := tx.WriteFile(p, data); err != nil {
-						return err
-					}
-					return tx.Rename(p, q)
-				})
+			case 6:
+				err = fuzzChange(s, 4, p, q, data)
 			case 7: // a content purged from the history, while no file holds it (as people may)
 				gone := []byte{'v', byte('0' + int(ops[i+1])%10), '\n'}
 				if slices.Contains(slices.Collect(maps.Values(treeOf(t, live))), string(gone)) {

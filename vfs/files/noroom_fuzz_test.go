@@ -94,21 +94,8 @@ func FuzzNoRoom(f *testing.F) {
 				op = 5
 			}
 			switch op {
-			case 0:
-				_, err = s.Apply(ctx, "create", func(tx *vfs.Tx) error { return tx.CreateFile(p, data) })
-			case 1:
-				_, err = s.Apply(ctx, "write", func(tx *vfs.Tx) error { return tx.WriteFile(p, data) })
-			case 2:
-				_, err = s.Apply(ctx, "rename", func(tx *vfs.Tx) error { return tx.Rename(p, q) })
-			case 3:
-				_, err = s.Apply(ctx, "delete", func(tx *vfs.Tx) error { return tx.RemoveAll(p) })
-			case 4:
-				_, err = s.Apply(ctx, "restore", func(tx *vfs.Tx) error {
-					if err := tx.WriteFile(p, data); err != nil {
-						return err
-					}
-					return tx.Rename(p, q)
-				})
+			case 0, 1, 2, 3, 4:
+				err = fuzzChange(s, int(op), p, q, data)
 			case 5: // a content purged from the history, while no file holds it (as people may)
 				gone := []byte{'v', byte('0' + int(ops[i+1])%10), '\n'}
 				if slices.Contains(slices.Collect(maps.Values(storeTree(t, s))), string(gone)) {
@@ -133,6 +120,28 @@ func FuzzNoRoom(f *testing.F) {
 		s.Close()
 		same(t, "a clean close", want, wantVersions, open)
 	})
+}
+
+// fuzzChange makes change k on s: 0 creates p with data, 1 writes data to p, 2 moves p to
+// q, 3 deletes p, 4 writes data to p and moves it to q in one change.
+func fuzzChange(s *vfs.Store, k int, p, q vfs.Path, data []byte) error {
+	_, err := s.Apply(context.Background(), []string{"create", "write", "rename", "delete", "restore"}[k], func(tx *vfs.Tx) error {
+		switch k {
+		case 0:
+			return tx.CreateFile(p, data)
+		case 1:
+			return tx.WriteFile(p, data)
+		case 2:
+			return tx.Rename(p, q)
+		case 3:
+			return tx.RemoveAll(p)
+		}
+		if err := tx.WriteFile(p, data); err != nil {
+			return err
+		}
+		return tx.Rename(p, q)
+	})
+	return err
 }
 
 // same fails t unless the store open returns has the files want and the history
