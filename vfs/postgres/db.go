@@ -113,6 +113,9 @@ func (db *DB) Storage(ctx context.Context, name string, opts ...vfs.Option) (*St
 			err = find()
 		}
 	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("there is no store %q in the database", name)
+	}
 	if err != nil {
 		return nil, pgErr(ctx, err)
 	}
