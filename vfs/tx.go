@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 )
@@ -117,6 +118,9 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 		c.SHA256After = DigestOf(data)
 	}
 	if tx.hist != nil {
+		if err := tx.taken("create", p); err != nil {
+			return err
+		}
 		if err := tx.hist.Keep(tx.ctx, c.SHA256After, data); err != nil {
 			return err
 		}
@@ -128,6 +132,16 @@ func (tx *Tx) CreateFile(p Path, data []byte) error {
 		return err
 	}
 	tx.changes = append(tx.changes, c)
+	return nil
+}
+
+// taken fails with fs.ErrExist when p exists: a create or a move there fails anyway, but
+// once the history was told of it, only the files could tell it failed, and they cannot
+// when they show what it would have made.
+func (tx *Tx) taken(op string, p Path) error {
+	if _, err := tx.t.Stat(tx.ctx, p); err == nil {
+		return &fs.PathError{Op: op, Path: p.clean, Err: fs.ErrExist}
+	}
 	return nil
 }
 
@@ -208,6 +222,11 @@ func (tx *Tx) Rename(oldp, newp Path) error {
 		}
 	}
 	if tx.hist != nil && len(files) > 0 {
+		if oldp != newp {
+			if err := tx.taken("rename", newp); err != nil {
+				return err
+			}
+		}
 		vs := make([]Version, len(files))
 		for i, f := range files {
 			vs[i] = Version{Kind: Moved, Path: f.path, NewPath: newp.clean + f.path[len(oldp.clean):],
