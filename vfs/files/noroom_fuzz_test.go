@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
 )
 
 // Writes refused for want of room, at any point of any change: whatever was refused, the
 // history agrees with the files after every step, and the files and the history are the
 // same when the store is opened again, after a clean close or a crash of the machine.
+// Each pair of ops is a change (below 240 fuzzChange's, mod 5; a restore of the memory up
+// to 249, a redaction from 250) and its paths.
 // faults' first two bits choose the store (os with the write-ahead log, os without it, an
 // overlay whose lower layer holds a.md and d/b.md, os with the log and pruning to one
 // version a file); each of bits 2–39 refuses one write,
@@ -30,6 +33,7 @@ func FuzzNoRoom(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0, 2, 5, 1, 0, 3, 0}, uint64(1<<12|1<<9|3))
 	f.Add([]byte{0, 0, 1, 0, 0, 1, 251, 0, 252, 2, 0, 3}, uint64(1<<9|1<<14))
 	f.Add([]byte{0, 0, 1, 128, 0, 1, 0, 130, 2, 2, 3, 128, 0, 131}, uint64(1<<4|1<<7|1<<12))
+	f.Add([]byte{0, 0, 0, 1, 1, 0, 3, 1, 240, 1, 241, 3}, uint64(1<<13|1<<17))
 	paths := []string{"/memories/a.md", "/memories/d/b.md", "/memories/d", "/memories/d/c.md", "/memories/e"}
 	f.Fuzz(func(t *testing.T, ops []byte, faults uint64) {
 		if len(ops) > 30 {
@@ -102,8 +106,11 @@ func FuzzNoRoom(f *testing.F) {
 			data := []byte{'v', byte('0' + i%10), '\n'}
 			clock = clock.Add(step)
 			op := ops[i] % 5
-			if ops[i] >= 250 {
+			switch {
+			case ops[i] >= 250:
 				op = 5
+			case ops[i] >= 240:
+				op = 6
 			}
 			switch op {
 			case 0, 1, 2, 3, 4:
@@ -114,6 +121,8 @@ func FuzzNoRoom(f *testing.F) {
 					break
 				}
 				err = s.Update(ctx, func(tx *vfs.Tx) error { _, err := tx.Redact(vfs.DigestOf(gone)); return err })
+			case 6: // the memory back as it was after a version, as people restore it
+				_, err = handlers.New(s, handlers.DefaultLimits()).Restore(ctx, "/memories", uint64(ops[i+1]%8))
 			}
 			_ = err // refusals, for room or otherwise, are part of the mix
 			want := storeTree(t, s)
