@@ -37,7 +37,7 @@ func TestNearlyFullDisk(t *testing.T) {
 		}
 	}
 	for i := 0; ; i++ {
-		p, text := fmt.Sprintf("/memories/f%d.md", i), strings.Repeat(fmt.Sprint(i%10), 30_000)
+		p, text := fmt.Sprintf("/memories/f%d.md", i), strings.Repeat(fmt.Sprintf("%02d", i), 15_000)
 		res := h.Create(ctx, handlers.CreateArgs{Path: p, FileText: text})
 		if res.IsError {
 			if msg := "Error: Could not create " + p + ": no space left on storage"; res.Text != msg {
@@ -59,6 +59,9 @@ func TestNearlyFullDisk(t *testing.T) {
 	// its record: without one, a crash of the machine would have that change redone.
 	if wal, err := os.ReadFile(filepath.Join(dir, ".memory-mcp-history", "wal")); err != nil || len(bytes.TrimRight(wal, "\x00")) == len(wal) {
 		t.Errorf("the log has no room past its last line (%v)", err)
+	}
+	if objects, _ := os.ReadDir(filepath.Join(dir, ".memory-mcp-history", "objects")); len(objects) != len(want) {
+		t.Errorf("%d contents in the history after the refused create, want the %d acknowledged", len(objects), len(want))
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != len(want)+3 { // the lock, the gate and the history
 		t.Errorf("%d entries in the store's directory after the refused create, want %d: %v", len(entries), len(want)+3, entries)
