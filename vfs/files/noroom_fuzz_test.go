@@ -23,7 +23,8 @@ import (
 // faults' first two bits choose the store (os with the write-ahead log, os without it, an
 // overlay whose lower layer holds a.md and d/b.md, os with the log and pruning to one
 // version a file); each of bits 2–39 refuses one write,
-// and each of bits 40–63 one flush of a file, in the order the store makes them.
+// and each of bits 40–63 one flush of a file, move or new directory, in the order the store
+// makes them.
 func FuzzNoRoom(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 1, 2, 0, 3, 2, 0, 3, 6, 1, 1, 4}, uint64(0b1010001000))
 	f.Add([]byte{0, 0, 0, 1, 6, 0, 1, 1, 3, 0, 4, 0, 0, 2}, uint64(0x10840))
@@ -53,7 +54,7 @@ func FuzzNoRoom(f *testing.F) {
 			n++
 			return n < 40 && faults>>n&1 == 1
 		}
-		refuseSync := func(string) bool {
+		refuseMeta := func(string) bool {
 			mu.Lock()
 			defer mu.Unlock()
 			m++
@@ -70,7 +71,7 @@ func FuzzNoRoom(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fsys FS = outOfRoom{osfs, refuse, refuseSync}
+		var fsys FS = outOfRoom{osfs, refuse, refuseMeta}
 		open := func() (*vfs.Store, error) { return OpenOSStore(dir, opts...) }
 		switch kind {
 		case 1:

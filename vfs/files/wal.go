@@ -120,7 +120,7 @@ type walState struct {
 	// Where records go (only touched under the store's exclusive lock; stale also by a
 	// read that notices another process, under cacheMu, never beside a change).
 	end   int64  // the next record's offset; -1: unknown (see locate)
-	last  int64  // where this process's last line began (see walRefused)
+	last  int64  // where this process's last line began (see walCut)
 	size  int64  // the log's size, zeros past end
 	cycle string // the header's Cycle
 	torn  bool   // the byte before end is not a newline
@@ -385,17 +385,22 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 }
 
 // walRefused writes to the log that the operation whose record is its last line failed;
-// with no room for that line, it takes the record off instead, flushed: either way, a
-// crash of the machine does not have the operation redone.
+// with no room for that line, it takes the record off instead: either way, a crash of the
+// machine does not have the operation redone.
 func (ht *historyTx) walRefused(h *fileHistory) error {
 	record := h.wal.last
-	err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: []int{}}, h.lastGroup, true)
-	if err == nil {
+	if err := ht.walAppend(h, walLine{Settle: ht.groupID, Only: []int{}}, h.lastGroup, true); err == nil {
 		return nil
 	}
+	return ht.walCut(h, record)
+}
+
+// walCut takes the log's lines from offset at on off it, flushed (the records of the
+// current transaction only: nobody else writes meanwhile).
+func (ht *historyTx) walCut(h *fileHistory, at int64) error {
 	f, err := ht.openWAL(h)
 	if err == nil {
-		if err = f.Truncate(record); err == nil {
+		if err = f.Truncate(at); err == nil {
 			err = syncFile(f)
 		}
 	}

@@ -1359,10 +1359,46 @@ func TestWALRecoveryNumbersAfterThePruned(t *testing.T) {
 }
 
 // outOfRoom is the OS filesystem with no room for writes to the files refuse names, nor,
-// where refuseSync is set, for the flushes of those it names.
+// where refuseMeta is set, for the flushes of the files it names, and for moves to and new
+// directories at the names it names (a directory may have to grow for them).
 type outOfRoom struct {
 	*OSFs
-	refuse, refuseSync func(name string) bool
+	refuse, refuseMeta func(name string) bool
+}
+
+func (f outOfRoom) checkMeta(op, name string) error {
+	if f.refuseMeta != nil && f.refuseMeta(name) {
+		return &fs.PathError{Op: op, Path: name, Err: syscall.ENOSPC}
+	}
+	return nil
+}
+
+func (f outOfRoom) Mkdir(name string, perm os.FileMode) error {
+	if err := f.checkMeta("mkdir", name); err != nil {
+		return err
+	}
+	return f.OSFs.Mkdir(name, perm)
+}
+
+func (f outOfRoom) MkdirAll(name string, perm os.FileMode) error {
+	if err := f.checkMeta("mkdir", name); err != nil {
+		return err
+	}
+	return f.OSFs.MkdirAll(name, perm)
+}
+
+func (f outOfRoom) Rename(oldname, newname string) error {
+	if err := f.checkMeta("rename", newname); err != nil {
+		return err
+	}
+	return f.OSFs.Rename(oldname, newname)
+}
+
+func (f outOfRoom) RenameNoReplace(oldname, newname string) error {
+	if err := f.checkMeta("rename", newname); err != nil {
+		return err
+	}
+	return f.OSFs.RenameNoReplace(oldname, newname)
 }
 
 func (f outOfRoom) check(name string) error {
@@ -1408,8 +1444,8 @@ func (f fileOutOfRoom) Write(b []byte) (int, error) {
 }
 
 func (f fileOutOfRoom) Sync() error {
-	if f.fs.refuseSync != nil && f.fs.refuseSync(f.name) {
-		return &fs.PathError{Op: "sync", Path: f.name, Err: syscall.ENOSPC}
+	if err := f.fs.checkMeta("sync", f.name); err != nil {
+		return err
 	}
 	return f.File.Sync()
 }
@@ -1424,9 +1460,8 @@ func (f fileOutOfRoom) WriteAt(b []byte, off int64) (int, error) {
 // A change refused for want of room is never brought back, by the next change or by a
 // crash of the machine, whether the room ran out for its file, for the write-ahead log's
 // line that says it failed or that line's flush (the next change says it then), or for the
-// history's log after
-// the write-ahead log took its record (which then says it was refused). Refused for its
-// file, it leaves no content in the history either.
+// history's log after the write-ahead log took its record (which then goes too). Refused
+// for its file, it leaves no content in the history either.
 func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 	needWAL(t)
 	for _, c := range []struct{ name, full, then string }{
@@ -1454,9 +1489,9 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 				}
 				return true
 			}
-			refuseSync := func(name string) bool { return refuse("flush " + name) }
+			refuseMeta := func(name string) bool { return refuse("flush " + name) }
 			setFull := func(names ...string) { mu.Lock(); full = names; mu.Unlock() }
-			s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse, refuseSync}))
+			s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse, refuseMeta}))
 			ctx := context.Background()
 			create := func(name string) error {
 				return s.Update(ctx, func(tx *vfs.Tx) error {
