@@ -256,8 +256,8 @@ func (ht *historyTx) Record(ctx context.Context, vs []vfs.Version) (err error) {
 	}
 	if err := ht.appendLines(h, h.wal == nil, lines...); err != nil {
 		if h.wal != nil {
-			// Refused before the history's log knew of it: the record goes too, else
-			// says it failed.
+			// Refused before the history's log knew of it: the record goes too or, failing
+			// that, says it failed.
 			if ht.walCut(h, h.wal.last) != nil {
 				ht.walRefused(h)
 			}

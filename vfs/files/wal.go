@@ -395,8 +395,8 @@ func (ht *historyTx) walRefused(h *fileHistory) error {
 	return ht.walCut(h, record)
 }
 
-// walCut takes the log's lines from offset at on off it, flushed (the records of the
-// current transaction only: nobody else writes meanwhile).
+// walCut takes the log's lines from offset at on away, flushed: this transaction's own
+// lines, as nobody else writes meanwhile.
 func (ht *historyTx) walCut(h *fileHistory, at int64) error {
 	f, err := ht.openWAL(h)
 	if err == nil {
