@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,7 +216,9 @@ func TestDeepChainListing(t *testing.T) {
 }
 
 // Writer fairness across processes: while another process serves a continuous stream of
-// overlapping views, a writer still gets the storage lock within a second.
+// overlapping views, a writer still gets in (without the gate, its shared lock would never
+// drop, and the writes would wait for ever). files.TestWriterGoesBeforeLaterReaders proves
+// the order.
 func TestWriterFairness(t *testing.T) {
 	dir := t.TempDir()
 	readers := handlers.New(openOS(t, dir), handlers.DefaultLimits())
@@ -224,6 +228,7 @@ func TestWriterFairness(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var views atomic.Int64
 	for range 8 {
 		wg.Go(func() {
 			for {
@@ -232,25 +237,22 @@ func TestWriterFairness(t *testing.T) {
 					return
 				default:
 					call(readers, map[string]any{"command": "view", "path": "/memories"})
+					views.Add(1)
 				}
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
-	var worst time.Duration
+	for views.Load() < 100 { // the views overlap
+		runtime.Gosched()
+	}
 	for i := range 10 {
-		start := time.Now()
 		res := call(writer, map[string]any{"command": "create", "path": "/memories/w" + string(rune('a'+i)), "file_text": "x"})
 		if res.IsError {
 			t.Errorf("write %d: %s", i, res.Text)
 		}
-		worst = max(worst, time.Since(start))
 	}
 	close(stop)
 	wg.Wait()
-	if worst > time.Second {
-		t.Errorf("a writer waited %v under a continuous view load", worst)
-	}
 }
 
 // The typed Go API goes through the same guard as Call: read-only, a done context.

@@ -309,6 +309,64 @@ func TestViewsRunInParallel(t *testing.T) {
 	}
 }
 
+// A writer waiting for the storage lock gets it before the reads that come after it, even
+// while another process's reads overlap without a gap (its shared flock then never drops):
+// the writer holds the gate while it waits, and every new taker must pass the gate.
+func TestWriterGoesBeforeLaterReaders(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *OSFs {
+		f, err := NewOSFs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	readers, writer, probe := open(), open(), open() // each as its own process
+	ctx := context.Background()
+	if _, err := readers.LockStorage(ctx, false); err != nil { // a read in progress
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	took := func(who string) {
+		mu.Lock()
+		order = append(order, who)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := writer.LockStorage(ctx, true); err != nil {
+			t.Error(err)
+			return
+		}
+		took("writer")
+		writer.UnlockStorage()
+	})
+	// The writer waits for the lock once it holds the gate.
+	for deadline := time.Now().Add(10 * time.Second); tryFlock(probe.gate, true) == nil; time.Sleep(time.Millisecond) {
+		funlock(probe.gate)
+		if time.Now().After(deadline) {
+			readers.UnlockStorage()
+			wg.Wait()
+			t.Fatal("the waiting writer does not hold the gate")
+		}
+	}
+	wg.Go(func() { // a later read of the readers' process
+		if _, err := readers.LockStorage(ctx, false); err != nil {
+			t.Error(err)
+			return
+		}
+		took("later reader")
+		readers.UnlockStorage()
+	})
+	readers.UnlockStorage() // the read in progress ends
+	wg.Wait()
+	if !slices.Equal(order, []string{"writer", "later reader"}) {
+		t.Errorf("took the lock in the order %v, want the writer first", order)
+	}
+}
+
 // Every change of a file's content is atomic for every reader, whoever it is (docs/
 // behaviour.md §6): the new content is a complete file renamed over the old one, never
 // written over it. A reader that had the file open keeps reading the old content whole; a
