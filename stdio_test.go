@@ -226,17 +226,13 @@ func cancelAndReadWhileACallWaits(t *testing.T, inR io.Reader, inW io.WriteClose
 		t.Fatal(err)
 	}
 	send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
-	time.Sleep(300 * time.Millisecond)
+	awaitLockWaiter(t, lock)
 	send(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`)
 	await("8") // while 7 waits
-	start := time.Now()
 	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user gave up"}}`)
 	a := await("7")
 	if !strings.Contains(a, `"isError":true`) {
 		t.Errorf("the cancelled call's answer: %s", a)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("the cancelled call ended %v after the cancellation", d)
 	}
 	lock.UnlockStorage()
 	if _, err := os.Stat(filepath.Join(root, "a.md")); err == nil {
