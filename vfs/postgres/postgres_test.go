@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestPostgresHistoryConformance(t *testing.T) {
 func TestPostgresChangesAreAnnounced(t *testing.T) {
 	ctx := context.Background()
 	dsn, name := vfstest.PostgresDSN(t), vfstest.UniqueName(t)
-	dbA, err := postgres.Open(ctx, dsn, true)
+	dbA, err := postgres.Open(ctx, withParam(dsn, "application_name", name), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,22 +78,32 @@ func TestPostgresChangesAreAnnounced(t *testing.T) {
 			t.Fatalf("the change to %s was not announced within 10 s", file)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the listener connects
-	announced("one.md")
-	// The server ends every other connection: the listener's too, which reconnects.
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var ended int
-	if err := conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND query LIKE 'LISTEN%'").Scan(&ended); err != nil || ended == 0 {
-		t.Fatalf("ending the listener's connection: %v, %d ended", err, ended)
+	// listener returns the database process that listens for A's changes, other than old,
+	// once its LISTEN is done: a change committed after that reaches A by NOTIFY alone.
+	listener := func(old int) (pid int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			err := conn.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND query LIKE 'LISTEN%' AND pid <> $2", name, old).Scan(&pid)
+			if err == nil {
+				return pid
+			}
+			if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+				t.Fatalf("A does not listen: %v", err)
+			}
+		}
 	}
-	// What the reconnect wakes is a check, which finds nothing new: drain it.
-	time.Sleep(time.Second)
-	for len(sub.C) > 0 {
-		<-sub.C
+	pid := listener(0)
+	announced("one.md")
+	// The server ends the listener's connection; A connects again and listens again.
+	var ended bool
+	if err := conn.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ended); err != nil || !ended {
+		t.Fatalf("ending the listener's connection: %v, %v", err, ended)
 	}
+	listener(pid)
 	announced("two.md")
 }
