@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +44,44 @@ func TestRunExpiryAudits(t *testing.T) {
 		err := store.View(context.Background(), func(tx *vfs.Tx) error { _, err := tx.Stat(vfs.MustResolve("/memories/stale.md")); return err })
 		if exists := err == nil; exists != dryRun {
 			t.Errorf("dry run %v: the file exists=%v afterwards", dryRun, exists)
+		}
+	}
+}
+
+// A read-only store is never swept, however long its files went unused; the same files
+// opened for writing are.
+func TestRunExpiryLeavesReadOnlyStores(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	w, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.TrackAccess(clock)
+	if err := w.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/stale.md"), []byte("12345")) }); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	now = now.Add(48 * time.Hour)
+	for _, readOnly := range []bool{true, false} {
+		var opts []vfs.Option
+		if readOnly {
+			opts = append(opts, vfs.ReadOnly())
+		}
+		store, err := files.OpenOSStore(dir, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.TrackAccess(clock)
+		var log bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // one sweep, then return
+		server.RunExpiry(ctx, func() []server.ExpiryTarget { return []server.ExpiryTarget{{Store: store}} }, 24*time.Hour, false, zerolog.New(&log))
+		store.Close()
+		_, err = os.Stat(filepath.Join(dir, "stale.md"))
+		if expired := os.IsNotExist(err); expired == readOnly || strings.Contains(log.String(), "failed") {
+			t.Errorf("read-only %v: expired %v; log:\n%s", readOnly, expired, log.String())
 		}
 	}
 }
