@@ -441,6 +441,9 @@ func TestSIGTERMDuringSlowCall(t *testing.T) {
 		if err != nil {
 			t.Errorf("exit: %v\n%s", err, p.stderr.String())
 		}
+		if strings.Contains(p.stderr.String(), "calls still running after the shutdown timeout") {
+			t.Errorf("the server waited out its shutdown timeout although the call had ended:\n%s", p.stderr.String())
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("did not exit once its call had ended:\n%s", p.stderr.String())
 	}
