@@ -71,7 +71,7 @@ func FuzzNoRoom(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fsys FS = outOfRoom{osfs, refuse, refuseMeta}
+		var fsys FS = outOfRoom{osfs, refuse, refuseMeta, nil}
 		open := func() (*vfs.Store, error) { return OpenOSStore(dir, opts...) }
 		switch kind {
 		case 1:

@@ -355,7 +355,9 @@ func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bo
 	}
 	off := w.end
 	if _, err := f.WriteAt(buf.Bytes(), off); err != nil {
-		w.end = -1
+		// The disk may have taken some or all of the line: cut it off, or a later flush
+		// would make it a record that recovery redoes.
+		ht.walCut(h, off)
 		return err
 	}
 	w.last, w.end = off, off+int64(buf.Len())

@@ -1364,6 +1364,7 @@ func TestWALRecoveryNumbersAfterThePruned(t *testing.T) {
 type outOfRoom struct {
 	*OSFs
 	refuse, refuseMeta func(name string) bool
+	wroteThenFailed    func(name string) bool // a write at an offset (WriteAt) that the disk made, then reported an I/O error for
 }
 
 func (f outOfRoom) checkMeta(op, name string) error {
@@ -1454,6 +1455,10 @@ func (f fileOutOfRoom) WriteAt(b []byte, off int64) (int, error) {
 	if err := f.fs.check(f.name); err != nil {
 		return 0, err
 	}
+	if f.fs.wroteThenFailed != nil && f.fs.wroteThenFailed(f.name) {
+		n, _ := f.File.WriteAt(b, off)
+		return n, &fs.PathError{Op: "write", Path: f.name, Err: syscall.EIO}
+	}
 	return f.File.WriteAt(b, off)
 }
 
@@ -1461,7 +1466,8 @@ func (f fileOutOfRoom) WriteAt(b []byte, off int64) (int, error) {
 // crash of the machine, whether the room ran out for its file, for the write-ahead log's
 // line that says it failed or that line's flush (the next change says it then), or for the
 // history's log after the write-ahead log took its record (which then goes too). Refused
-// for its file, it leaves no content in the history either.
+// for its file, it leaves no content in the history either. So is a change whose record
+// the disk wrote and then reported an I/O error for.
 func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 	needWAL(t)
 	for _, c := range []struct{ name, full, then string }{
@@ -1469,6 +1475,7 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 		{"outcome", "refused.md", walName},
 		{"unflushed outcome", "refused.md", "flush " + walName},
 		{"log", historyLogName, ""},
+		{"record written, then an I/O error", "written " + walName, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -1491,7 +1498,8 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 			}
 			refuseMeta := func(name string) bool { return refuse("flush " + name) }
 			setFull := func(names ...string) { mu.Lock(); full = names; mu.Unlock() }
-			s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse, refuseMeta}))
+			wroteThenFailed := func(name string) bool { return refuse("written " + name) }
+			s := vfs.NewStore(NewAferoStorage(outOfRoom{osfs, refuse, refuseMeta, wroteThenFailed}))
 			ctx := context.Background()
 			create := func(name string) error {
 				return s.Update(ctx, func(tx *vfs.Tx) error {
@@ -1502,7 +1510,7 @@ func TestWALRefusedChangesLeaveNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			setFull(c.full)
-			if err := create("refused.md"); vfs.FailureOf(err) != vfs.FailNoSpace {
+			if err := create("refused.md"); vfs.FailureOf(err) != vfs.FailNoSpace && vfs.FailureOf(err) != vfs.FailIO {
 				t.Fatalf("the create with no room for %s: %v", c.full, err)
 			}
 			setFull()
