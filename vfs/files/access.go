@@ -26,7 +26,8 @@ import (
 // The record is a snapshot (accessName, a JSON object of name → Unix seconds) plus a journal
 // (accessJournalName) that transactions append to: one line per event, written with one
 // append after the transaction, under the storage lock. A crash can at worst leave a torn
-// last line, which is skipped. Replaying the journal onto the snapshot gives the record;
+// line, which is skipped or names a file the record then keeps a while longer: never one
+// that goes sooner. Replaying the journal onto the snapshot gives the record;
 // Expire, and any change once the journal is over accessJournalMax, fold the journal into
 // a new snapshot (written atomically) and then remove it, so both stay bounded by the
 // number of files in the store.
@@ -158,14 +159,15 @@ func (tx *aferoTx) flushAccess() (full bool) {
 }
 
 // append writes data at the journal's end and returns the journal's status after; the
-// caller holds appendMu.
+// caller holds appendMu. Each append starts a new line: a line a crash of the machine tore
+// ends there, rather than taking the first line after it along when it is read.
 func (a *accessLog) append(fsys FS, data []byte) (os.FileInfo, error) {
 	f, err := fsys.OpenFile(accessJournalName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if _, err := f.Write(data); err != nil {
+	if _, err := f.Write(append([]byte{'\n'}, data...)); err != nil {
 		return nil, err
 	}
 	return f.Stat()

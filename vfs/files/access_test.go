@@ -173,6 +173,35 @@ func TestAccessJournalFollowsItsFile(t *testing.T) {
 	}
 }
 
+// A journal line torn by a crash of the machine costs only that line: the views after it,
+// appended by the next process, still count (glued to the torn line, they were lost, and
+// expiry took a file the model had just viewed).
+func TestAccessJournalAfterATornLine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := openTracked(t, dir, clock)
+	a := vfs.MustResolve("/memories/a.md")
+	if err := s.Update(context.Background(), func(tx *vfs.Tx) error { return tx.CreateFile(a, []byte("a")) }); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	f, err := os.OpenFile(filepath.Join(dir, accessJournalName), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(accessTouch + "\t1767225600\tb") // the crash cut it short
+	f.Close()
+	clock.advance(48 * time.Hour)
+	s = openTracked(t, dir, clock)
+	defer s.Close()
+	s.View(context.Background(), func(tx *vfs.Tx) error { _, err := tx.ReadFile(a); return err })
+	clock.advance(time.Hour)
+	expired, err := s.Expire(context.Background(), 24*time.Hour, true)
+	if err != nil || len(expired) != 0 {
+		t.Errorf("expiry a day after the crash, an hour after a view of a.md: %v, %v", expired, err)
+	}
+}
+
 // A file made outside memory-mcp whose name no path may hold is never expired: its
 // deletion could not be recorded (as the model's delete refuses it), nor imported again.
 func TestExpireLeavesNamesNoPathCanHold(t *testing.T) {
