@@ -50,7 +50,8 @@ type accessLog struct {
 	// storage lock, and not every backend appends atomically (MemFs seeks, then writes).
 	appendMu sync.Mutex
 	// lost is when an append last failed (Unix seconds; 0: none since the record was last
-	// folded): its views are missing, so no file counts as unused from before it.
+	// folded): its views are missing, so no file counts as unused from before it. The
+	// storage lock keeps it too (Counters.Lost), for the other processes.
 	lost int64
 }
 
@@ -127,7 +128,7 @@ func (tx *aferoTx) flushAccess() (full bool) {
 			}
 			if writeAccess(tx.s.fs, rec) == nil {
 				a.appendMu.Lock()
-				if a.lost == tx.lost {
+				if a.lost <= tx.lost {
 					a.lost = 0 // in the snapshot now, for every file
 				}
 				a.appendMu.Unlock()
@@ -144,7 +145,9 @@ func (tx *aferoTx) flushAccess() (full bool) {
 	fi, err := a.append(tx.s.fs, []byte(strings.Join(tx.journal, "")))
 	tx.journal = tx.journal[:0]
 	if err != nil {
+		// Kept where every process reads it too: this one may end before its next sweep.
 		a.lost = a.now().Unix()
+		tx.s.fs.SetLost(a.lost)
 	}
 	if err != nil || fi.Size() <= accessJournalMax {
 		return false
@@ -270,8 +273,9 @@ func writeAccess(fsys FS, rec map[string]int64) error {
 
 // LastAccess returns the record for the files that exist now (see Txn): a name the record
 // has but no file does is dropped; a file the record does not know yet (created by hand,
-// or before tracking was turned on) starts now; and every file counts as used when this
-// process last failed to record its events (lost), which it journals.
+// or before tracking was turned on) starts now; and every file counts as used when a
+// process last failed to record its events (lost, this one's or the storage lock's),
+// which it journals.
 func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 	a := tx.s.access
 	if a == nil {
@@ -316,7 +320,7 @@ func (tx *aferoTx) LastAccess(ctx context.Context) (map[string]int64, error) {
 		}
 	}
 	a.appendMu.Lock()
-	lost := a.lost
+	lost := max(a.lost, tx.sharedLost)
 	a.appendMu.Unlock()
 	tx.lost = lost
 	for name := range files {

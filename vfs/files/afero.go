@@ -109,12 +109,12 @@ func (s *AferoStorage) Begin(ctx context.Context, write bool) (vfs.Txn, error) {
 	if err := s.lock.Acquire(ctx, weight); err != nil {
 		return nil, err
 	}
-	external, err := s.lockStorage(ctx, write)
+	external, lost, err := s.lockStorage(ctx, write)
 	if err != nil {
 		s.lock.Release(weight)
 		return nil, err
 	}
-	return &aferoTx{s: s, write: write, weight: weight, external: external}, nil
+	return &aferoTx{s: s, write: write, weight: weight, external: external, sharedLost: lost}, nil
 }
 
 func (s *AferoStorage) setUsageUnknown() {
@@ -124,14 +124,15 @@ func (s *AferoStorage) setUsageUnknown() {
 }
 
 // lockStorage takes the storage lock and notices, through the change counter, whether
-// another process changed the storage since this one last looked.
-func (s *AferoStorage) lockStorage(ctx context.Context, exclusive bool) (external bool, err error) {
+// another process changed the storage since this one last looked; lost is the lock's
+// Counters.Lost.
+func (s *AferoStorage) lockStorage(ctx context.Context, exclusive bool) (external bool, lost int64, err error) {
 	c, err := s.fs.LockStorage(ctx, exclusive)
 	if err != nil {
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return false, 0, ctx.Err()
 		}
-		return false, fmt.Errorf("lock storage: %w", err)
+		return false, 0, fmt.Errorf("lock storage: %w", err)
 	}
 	gen := c.Generation
 	s.cacheMu.Lock()
@@ -155,11 +156,11 @@ func (s *AferoStorage) lockStorage(ctx context.Context, exclusive bool) (externa
 		s.usageShared = s.usageKnown
 		if err := s.fs.Reload(); err != nil {
 			s.fs.UnlockStorage()
-			return false, err
+			return false, 0, err
 		}
 	}
 	s.gen, s.genKnown = gen, true
-	return external, nil
+	return external, c.Lost, nil
 }
 
 // shareUsage leaves the usage in the storage lock for other processes, at the end of a

@@ -14,17 +14,18 @@ import (
 
 // aferoTx is one transaction on an AferoStorage.
 type aferoTx struct {
-	s        *AferoStorage
-	write    bool
-	weight   int64
-	external bool
-	done     bool
-	changed  bool       // the generation was bumped for this transaction
-	journal  []string   // access events to record when the transaction ends
-	compact  bool       // fold the access journal into the snapshot on commit
-	lost     int64      // the accessLog's lost when LastAccess journaled it for every file
-	hist     *historyTx // the history as this transaction uses it, once asked for
-	waitFor  uint64     // where a flush of the write-ahead log must reach before it answers
+	s          *AferoStorage
+	write      bool
+	weight     int64
+	external   bool
+	done       bool
+	changed    bool       // the generation was bumped for this transaction
+	journal    []string   // access events to record when the transaction ends
+	compact    bool       // fold the access journal into the snapshot on commit
+	lost       int64      // the accessLog's lost when LastAccess journaled it for every file
+	sharedLost int64      // the storage lock's Counters.Lost when the transaction began
+	hist       *historyTx // the history as this transaction uses it, once asked for
+	waitFor    uint64     // where a flush of the write-ahead log must reach before it answers
 }
 
 // External reports whether another process changed the storage before this transaction.

@@ -39,6 +39,10 @@ type FS interface {
 	LockStorage(ctx context.Context, exclusive bool) (Counters, error)
 	SetGeneration(generation uint64) error
 	SetUsage(generation uint64, usage int64) error
+	// SetLost records, under the lock (shared or exclusive), that a process could not
+	// journal the access events of time sec (see accessLog.lost), keeping the latest such
+	// time. It need not be cleared: once every file's record is past it, it changes nothing.
+	SetLost(sec int64) error
 	UnlockStorage() error
 	// Reload re-reads what the filesystem caches of its own state (the overlay's
 	// whiteouts), after another process changed the storage.
@@ -52,11 +56,13 @@ type FS interface {
 // change counter, and the bytes of all files as of generation UsageGen. The usage holds
 // only while UsageGen is the current Generation: a change bumps the generation before it
 // touches anything, so a process that dies half-way leaves the usage unknown, and so does
-// an older memory-mcp that knows nothing of it.
+// an older memory-mcp that knows nothing of it. Lost is the last time a process could not
+// journal its access events (0: never).
 type Counters struct {
 	Generation uint64
 	Usage      int64
 	UsageGen   uint64
+	Lost       int64
 }
 
 // usage returns the usage when it holds for the current generation.

@@ -158,3 +158,53 @@ func TestFullDiskViewsKeepFiles(t *testing.T) {
 		t.Errorf("31 days after the view: expired %v, %v; want both files", gone, err)
 	}
 }
+
+// The same when the process that could not record the view has ended before the disk has
+// room again: the fact is kept in the storage lock, which needs no room, and another
+// process's sweep counts it.
+func TestFullDiskViewsKeepFilesAfterTheProcessEnds(t *testing.T) {
+	mnt := smallDisk(t)
+	dir := filepath.Join(mnt, "m")
+	ctx := context.Background()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	store := openTrackedOS(t, dir, now)
+	h := handlers.New(store, handlers.DefaultLimits())
+	for _, p := range []string{"/memories/viewed.md", "/memories/other.md"} {
+		if res := h.Create(ctx, handlers.CreateArgs{Path: p, FileText: "note\n"}); res.IsError {
+			t.Fatal(res.Text)
+		}
+	}
+	const age = 30 * 24 * time.Hour
+	if _, err := store.Expire(ctx, age, false); err != nil { // the record is folded: no journal
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = f.Write(make([]byte, 64<<10))
+	}
+	f.Close()
+	clock = clock.Add(20 * 24 * time.Hour)
+	if res := h.View(ctx, handlers.ViewArgs{Path: "/memories/viewed.md"}); res.IsError {
+		t.Fatal(res.Text)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, vfs.BookkeepingPrefix+"-access.log")); err == nil && fi.Size() > 0 {
+		t.Fatal("the view was recorded on a full disk: the test needs it not to be")
+	}
+	store.Close() // the process ends
+	os.Remove(filler)
+	clock = clock.Add(20 * 24 * time.Hour) // 40 days after the creates, 20 after the view
+	other := openTrackedOS(t, dir, now)
+	defer other.Close()
+	if gone, err := other.Expire(ctx, age, false); len(gone) != 0 || err != nil {
+		t.Fatalf("another process, 20 days after a view the disk had no room to record: expired %v, %v; want nothing", gone, err)
+	}
+	clock = clock.Add(11 * 24 * time.Hour)
+	if gone, err := other.Expire(ctx, age, false); len(gone) != 2 || err != nil {
+		t.Errorf("31 days after the view: expired %v, %v; want both files", gone, err)
+	}
+}

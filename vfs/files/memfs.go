@@ -397,6 +397,16 @@ func (m *MemFs) SetUsage(gen uint64, usage int64) error {
 	return nil
 }
 
+// SetLost stores when access events were last lost.
+func (m *MemFs) SetLost(sec int64) error {
+	m.mu2.Lock()
+	if sec > m.counters.Lost {
+		m.counters.Lost = sec
+	}
+	m.mu2.Unlock()
+	return nil
+}
+
 // UnlockStorage does nothing (see LockStorage).
 func (m *MemFs) UnlockStorage() error { return nil }
 

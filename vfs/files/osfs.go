@@ -474,7 +474,8 @@ func (f *OSFs) renameCheckFirst(oldname, newname string) error {
 // LockStorage takes the lock shared by every process that serves this directory: exclusive
 // for changes, shared for reads. It waits until the lock is free or ctx is done. The
 // returned counters are kept in the lock file: the change counter in its first 8 bytes,
-// the usage's generation and the usage in the next 16 (all little-endian).
+// the usage's generation and the usage in the next 16, and Lost in the 8 after them (all
+// little-endian).
 //
 // A flock belongs to the open descriptor, which all of this process's callers share: the
 // first shared holder takes it and the last one releases it, so reads of one process run in
@@ -513,14 +514,17 @@ func (f *OSFs) LockStorage(ctx context.Context, exclusive bool) (c Counters, err
 		}
 	}
 	f.holders++
-	var buf [24]byte
+	var buf [32]byte
 	n, _ := f.lock.ReadAt(buf[:], 0)
 	if n >= 8 {
 		c.Generation = binary.LittleEndian.Uint64(buf[:8])
 	}
-	if n == 24 {
+	if n >= 24 {
 		c.UsageGen = binary.LittleEndian.Uint64(buf[8:16])
 		c.Usage = int64(binary.LittleEndian.Uint64(buf[16:24]))
+	}
+	if n == 32 {
+		c.Lost = int64(binary.LittleEndian.Uint64(buf[24:32]))
 	}
 	return c, nil
 }
@@ -546,6 +550,22 @@ func (f *OSFs) SetUsage(gen uint64, usage int64) error {
 	binary.LittleEndian.PutUint64(buf[:8], gen)
 	binary.LittleEndian.PutUint64(buf[8:], uint64(usage))
 	_, err := f.lock.WriteAt(buf[:], 8)
+	return err
+}
+
+// SetLost keeps the time of lost access events in the lock file's bytes 24 to 32: they
+// need no room a full disk lacks, within the block the lock file already has. Two
+// processes may race to set it; each keeps its own time too (accessLog.lost).
+func (f *OSFs) SetLost(sec int64) error {
+	if f.lock == nil || f.readOnly {
+		return nil
+	}
+	var buf [8]byte
+	if n, _ := f.lock.ReadAt(buf[:], 24); n == 8 && int64(binary.LittleEndian.Uint64(buf[:])) >= sec {
+		return nil
+	}
+	binary.LittleEndian.PutUint64(buf[:], uint64(sec))
+	_, err := f.lock.WriteAt(buf[:], 24)
 	return err
 }
 

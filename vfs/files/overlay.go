@@ -632,6 +632,9 @@ func (o *OverlayFs) SetGeneration(gen uint64) error { return o.upper.SetGenerati
 // SetUsage stores the usage in the upper layer's lock.
 func (o *OverlayFs) SetUsage(gen uint64, usage int64) error { return o.upper.SetUsage(gen, usage) }
 
+// SetLost stores the time of lost access events in the upper layer's lock.
+func (o *OverlayFs) SetLost(sec int64) error { return o.upper.SetLost(sec) }
+
 // UnlockStorage releases the upper layer's storage lock.
 func (o *OverlayFs) UnlockStorage() error { return o.upper.UnlockStorage() }
 
