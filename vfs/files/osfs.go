@@ -553,9 +553,10 @@ func (f *OSFs) SetUsage(gen uint64, usage int64) error {
 	return err
 }
 
-// SetLost keeps the time of lost access events in the lock file's bytes 24 to 32: they
-// need no room a full disk lacks, within the block the lock file already has. Two
-// processes may race to set it; each keeps its own time too (accessLog.lost).
+// SetLost keeps the time of lost access events in the lock file's bytes 24 to 32: within
+// the block the lock file already has, they need no room a full disk lacks (where the
+// filesystem writes in place). Two processes may race to set it; each keeps its own time
+// too (accessLog.lost).
 func (f *OSFs) SetLost(sec int64) error {
 	if f.lock == nil || f.readOnly {
 		return nil
