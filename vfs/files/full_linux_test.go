@@ -109,20 +109,23 @@ func smallDisk(t *testing.T) string {
 	return mnt
 }
 
-// A view made while the disk is full cannot be recorded; expiry then counts every file as
-// viewed when that happened, rather than delete a file the model was using.
-func TestFullDiskViewsKeepFiles(t *testing.T) {
+// viewOnFullDisk makes two notes on a small disk, folds the access record, fills the disk,
+// and has viewed.md viewed 20 days later: a view the disk has no room to record. free gives
+// the room back. The caller closes the store.
+func viewOnFullDisk(t *testing.T) (dir string, store *vfs.Store, clock *time.Time, free func()) {
 	mnt := smallDisk(t)
-	dir := filepath.Join(mnt, "m")
+	dir = filepath.Join(mnt, "m")
 	ctx := context.Background()
-	store, h, clock := trackedMemory(t, dir)
+	clock = new(time.Time)
+	*clock = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store = openTrackedOS(t, dir, func() time.Time { return *clock })
+	h := handlers.New(store, handlers.DefaultLimits())
 	for _, p := range []string{"/memories/viewed.md", "/memories/other.md"} {
 		if res := h.Create(ctx, handlers.CreateArgs{Path: p, FileText: "note\n"}); res.IsError {
 			t.Fatal(res.Text)
 		}
 	}
-	const age = 30 * 24 * time.Hour
-	if _, err := store.Expire(ctx, age, false); err != nil { // the record is folded: no journal
+	if _, err := store.Expire(ctx, fullDiskAge, false); err != nil { // the record is folded: no journal
 		t.Fatal(err)
 	}
 	filler := filepath.Join(mnt, "filler")
@@ -141,20 +144,32 @@ func TestFullDiskViewsKeepFiles(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, vfs.BookkeepingPrefix+"-access.log")); err == nil && fi.Size() > 0 {
 		t.Fatal("the view was recorded on a full disk: the test needs it not to be")
 	}
-	os.Remove(filler)
+	return dir, store, clock, func() { os.Remove(filler) }
+}
+
+// fullDiskAge is the expiry limit of the full-disk tests.
+const fullDiskAge = 30 * 24 * time.Hour
+
+// A view made while the disk is full cannot be recorded; expiry then counts every file as
+// viewed when that happened, rather than delete a file the model was using.
+func TestFullDiskViewsKeepFiles(t *testing.T) {
+	dir, store, clock, free := viewOnFullDisk(t)
+	defer store.Close()
+	ctx := context.Background()
+	free()
 	*clock = clock.Add(20 * 24 * time.Hour) // 40 days after the creates, 20 after the view
-	if gone, err := store.Expire(ctx, age, false); len(gone) != 0 || err != nil {
+	if gone, err := store.Expire(ctx, fullDiskAge, false); len(gone) != 0 || err != nil {
 		t.Fatalf("expired %v, %v: the view 20 days ago could not be recorded, so nothing is unused for 30 days", gone, err)
 	}
 	// The time of the view that was lost is in the record now, for another process too.
 	other := openTrackedOS(t, dir, func() time.Time { return *clock })
 	defer other.Close()
 	*clock = clock.Add(9 * 24 * time.Hour)
-	if gone, err := other.Expire(ctx, age, false); len(gone) != 0 || err != nil {
+	if gone, err := other.Expire(ctx, fullDiskAge, false); len(gone) != 0 || err != nil {
 		t.Fatalf("another process, 29 days after the view: expired %v, %v; want nothing", gone, err)
 	}
 	*clock = clock.Add(2 * 24 * time.Hour)
-	if gone, err := other.Expire(ctx, age, false); len(gone) != 2 || err != nil {
+	if gone, err := other.Expire(ctx, fullDiskAge, false); len(gone) != 2 || err != nil {
 		t.Errorf("31 days after the view: expired %v, %v; want both files", gone, err)
 	}
 }
@@ -163,48 +178,18 @@ func TestFullDiskViewsKeepFiles(t *testing.T) {
 // room again: the fact is kept in the storage lock, which needs no room, and another
 // process's sweep counts it.
 func TestFullDiskViewsKeepFilesAfterTheProcessEnds(t *testing.T) {
-	mnt := smallDisk(t)
-	dir := filepath.Join(mnt, "m")
-	ctx := context.Background()
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { return clock }
-	store := openTrackedOS(t, dir, now)
-	h := handlers.New(store, handlers.DefaultLimits())
-	for _, p := range []string{"/memories/viewed.md", "/memories/other.md"} {
-		if res := h.Create(ctx, handlers.CreateArgs{Path: p, FileText: "note\n"}); res.IsError {
-			t.Fatal(res.Text)
-		}
-	}
-	const age = 30 * 24 * time.Hour
-	if _, err := store.Expire(ctx, age, false); err != nil { // the record is folded: no journal
-		t.Fatal(err)
-	}
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for err == nil {
-		_, err = f.Write(make([]byte, 64<<10))
-	}
-	f.Close()
-	clock = clock.Add(20 * 24 * time.Hour)
-	if res := h.View(ctx, handlers.ViewArgs{Path: "/memories/viewed.md"}); res.IsError {
-		t.Fatal(res.Text)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, vfs.BookkeepingPrefix+"-access.log")); err == nil && fi.Size() > 0 {
-		t.Fatal("the view was recorded on a full disk: the test needs it not to be")
-	}
+	dir, store, clock, free := viewOnFullDisk(t)
 	store.Close() // the process ends
-	os.Remove(filler)
-	clock = clock.Add(20 * 24 * time.Hour) // 40 days after the creates, 20 after the view
-	other := openTrackedOS(t, dir, now)
+	free()
+	ctx := context.Background()
+	*clock = clock.Add(20 * 24 * time.Hour) // 40 days after the creates, 20 after the view
+	other := openTrackedOS(t, dir, func() time.Time { return *clock })
 	defer other.Close()
-	if gone, err := other.Expire(ctx, age, false); len(gone) != 0 || err != nil {
+	if gone, err := other.Expire(ctx, fullDiskAge, false); len(gone) != 0 || err != nil {
 		t.Fatalf("another process, 20 days after a view the disk had no room to record: expired %v, %v; want nothing", gone, err)
 	}
-	clock = clock.Add(11 * 24 * time.Hour)
-	if gone, err := other.Expire(ctx, age, false); len(gone) != 2 || err != nil {
+	*clock = clock.Add(11 * 24 * time.Hour)
+	if gone, err := other.Expire(ctx, fullDiskAge, false); len(gone) != 2 || err != nil {
 		t.Errorf("31 days after the view: expired %v, %v; want both files", gone, err)
 	}
 }
