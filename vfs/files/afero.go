@@ -76,13 +76,7 @@ const maxReaders = 1 << 20
 // recover).
 func (s *AferoStorage) Close() error {
 	if s.walOn() && s.history.wal.records.Load() > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if t, err := s.Begin(ctx, true); err == nil {
-			tx := t.(*aferoTx)
-			tx.History().(*historyTx).checkpoint(s.history)
-			tx.end(false)
-		}
-		cancel()
+		s.checkpoint()
 	}
 	if s.walOn() {
 		s.history.wal.close()
@@ -92,6 +86,20 @@ func (s *AferoStorage) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// checkpoint flushes what the write-ahead log's records name and empties the log, under
+// the store's exclusive lock.
+func (s *AferoStorage) checkpoint() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t, err := s.Begin(ctx, true)
+	if err != nil {
+		return err
+	}
+	tx := t.(*aferoTx)
+	defer tx.end(false)
+	return tx.History().(*historyTx).checkpoint(s.history)
 }
 
 // ReadOnly reports whether the storage refuses every change.

@@ -103,13 +103,17 @@ func (tx *aferoTx) syncDir(name string) error {
 
 // Durable returns, after Commit or Rollback, once what the transaction did and saw is
 // durable: with the write-ahead log, a flush of it that the transactions ending about
-// now share (see wal.go); without it, at once (every change flushed its own files).
+// now share (see wal.go); without it, at once (every change flushed its own files). When
+// the log's flush fails, a checkpoint flushes the files themselves: the change is made,
+// and only when that fails too is it reported as failed.
 func (tx *aferoTx) Durable() error {
 	if tx.waitFor == 0 {
 		return nil
 	}
 	if err := tx.s.history.wal.flushTo(tx.s.fs, tx.waitFor); err != nil {
-		return fmt.Errorf("flush the write-ahead log: %w", err)
+		if cerr := tx.s.checkpoint(); cerr != nil {
+			return fmt.Errorf("flush the write-ahead log: %w", errors.Join(err, cerr))
+		}
 	}
 	return nil
 }

@@ -108,6 +108,7 @@ type walState struct {
 	appended   uint64       // up to where this process appended
 	durable    uint64       // up to where a flush (or checkpoint) covered
 	flushing   bool         // a writer is flushing for the others
+	broken     error        // a flush failed: no flush acknowledges a record until a checkpoint
 	file       afero.File   // the log, as the flushing writer keeps it open between flushes
 	fileRoot   uint64       // fs.Reopened() when file was opened
 	logFlushes atomic.Int64 // flushes of the log (tests read them)
@@ -210,6 +211,9 @@ func (w *walState) flushTo(fsys FS, pos uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for w.durable < pos {
+		if w.broken != nil {
+			return w.broken
+		}
 		if w.flushing {
 			w.cond.Wait()
 			continue
@@ -232,6 +236,12 @@ func (w *walState) flushLocked(fsys FS) error {
 	w.flushing = false
 	if err == nil {
 		w.durable = max(w.durable, target)
+	} else {
+		// The kernel may have dropped the pages it failed to write, and a later flush
+		// would not say so: a record after them would be flushed after a hole of zeros,
+		// where recovery stops reading. Only a checkpoint, which flushes the files the
+		// records name, settles them (see aferoTx.Durable).
+		w.broken = err
 	}
 	w.cond.Broadcast()
 	return err
@@ -307,6 +317,14 @@ func (w *walState) close() {
 // last group that checkpoint covered.
 func (ht *historyTx) walAppend(h *fileHistory, line walLine, from uint64, now bool) (err error) {
 	w := h.wal
+	w.mu.Lock()
+	broken := w.broken != nil
+	w.mu.Unlock()
+	if broken { // a checkpoint settles the records a failed flush left in doubt first
+		if err := ht.checkpoint(h); err != nil {
+			return err
+		}
+	}
 	f, err := ht.openWAL(h)
 	if err != nil {
 		return err
@@ -534,6 +552,9 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 		w.end = -1
 		return err
 	}
+	w.mu.Lock()
+	w.broken = nil
+	w.mu.Unlock()
 	w.records.Store(0)
 	w.due, w.since = false, time.Time{}
 	return nil

@@ -532,6 +532,7 @@ type gatedFS struct {
 	gate    chan struct{}
 	open    sync.Once
 	syncs   atomic.Int32
+	fail    atomic.Bool // the next flush fails with an I/O error, writing nothing
 
 	mu     sync.Mutex
 	events []string // the log's writes, writebacks started and flushes, in order (note)
@@ -633,7 +634,23 @@ func (f *gatedFile) Sync() error {
 		}
 		<-f.g.gate
 	}
+	if f.g.fail.CompareAndSwap(true, false) {
+		f.g.note("sync failed")
+		return &fs.PathError{Op: "sync", Path: walName, Err: syscall.EIO}
+	}
 	return f.File.Sync()
+}
+
+// eventsAfter returns the events noted after the first one that starts with from.
+func (g *gatedFS) eventsAfter(from string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, e := range g.events {
+		if strings.HasPrefix(e, from) {
+			return slices.Clone(g.events[i+1:])
+		}
+	}
+	return nil
 }
 
 // gatedCreates opens a gatedStore in a new directory and makes its first change (flushed
@@ -694,6 +711,63 @@ func TestWALGroupCommit(t *testing.T) {
 	}
 }
 
+// A failed flush of the log fails none of the changes it was to make durable, and no later
+// flush of the log answers for a record until a checkpoint: the kernel may have dropped
+// the records it failed to write, and recovery stops reading at the hole. The checkpoint
+// flushes the files themselves, and the log is used again after it.
+func TestWALFailedFlushCheckpoints(t *testing.T) {
+	dir, g, create := gatedCreates(t)
+	readFile := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	g.fail.Store(true)
+	g.armed.Store(true)
+	done := make(chan error, 2)
+	go func() { done <- create("a.md") }()
+	g.held(t)
+	go func() { done <- create("b.md") }()
+	// b.md's record is written: it waits for the flush after a.md's.
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(g.eventsAfter("write"), func(e string) bool { return strings.Contains(e, `b.md`) }) {
+		if time.Now().After(deadline) {
+			t.Fatal("b.md's record was never written")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	g.armed.Store(false)
+	g.release()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("a change failed though its file was written and a checkpoint could flush it: %v", err)
+		}
+	}
+	if after := g.eventsAfter("sync failed"); len(after) > 0 {
+		t.Fatalf("after the failed flush, before a checkpoint, the log was used: %q", after)
+	}
+	if recs := scanWAL(readFile(walName)).records; len(recs) > 0 {
+		t.Fatalf("the log still holds %d records: no checkpoint made the changes durable", len(recs))
+	}
+	if err := create("c.md"); err != nil {
+		t.Fatal(err)
+	}
+	if after := g.eventsAfter("sync failed"); !slices.Contains(after, "sync") {
+		t.Errorf("after the checkpoint, a change did not flush the log: %q", after)
+	}
+	recs := scanWAL(readFile(walName)).records
+	if len(recs) != 1 || recs[0].V[0].Path != "/memories/c.md" {
+		t.Errorf("the log holds %v, want c.md's record", recs)
+	}
+	for _, name := range []string{"a.md", "b.md", "c.md"} {
+		if got := string(readFile(name)); got != name {
+			t.Errorf("%s holds %q", name, got)
+		}
+	}
+}
+
 // crashDisk returns a copy of disk (a copy of a store's directory taken at a checkpoint) with
 // live's write-ahead log marked as written in an earlier boot: what a machine crash leaves
 // when it keeps the flushed log and nothing else written since the checkpoint.
@@ -742,16 +816,7 @@ func exportImports(t *testing.T, s *vfs.Store) {
 // checkpointNow runs a checkpoint of s's write-ahead log.
 func checkpointNow(t *testing.T, s *vfs.Store) {
 	t.Helper()
-	st := s.Storage().(*AferoStorage)
-	t0, err := st.Begin(context.Background(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := t0.(*aferoTx).History().(*historyTx).checkpoint(st.history); err != nil {
-		t0.Rollback()
-		t.Fatal(err)
-	}
-	if err := t0.Commit(); err != nil {
+	if err := s.Storage().(*AferoStorage).checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 }
