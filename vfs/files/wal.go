@@ -126,6 +126,9 @@ type walState struct {
 	cycle string // the header's Cycle
 	torn  bool   // the byte before end is not a newline
 	stale bool   // another process changed the storage since: locate the end again
+	// A checkpoint's flush failed: the next writes the files again rather than flush them,
+	// since the kernel may have dropped what it failed to write and report no error twice.
+	rewrite bool
 
 	// The descriptors changes write through, kept from one change to the next (only
 	// touched under the store's exclusive lock, or by close).
@@ -540,9 +543,11 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 	w.mu.Lock()
 	pos := w.appended // what the flush below covers
 	w.mu.Unlock()
-	if err := ht.flushLogged(); err != nil {
+	if err := ht.flushLogged(w.rewrite); err != nil {
+		w.rewrite = true
 		return err
 	}
+	w.rewrite = false
 	ht.kept, ht.keptBytes = nil, 0 // flushed: no record needs to carry them
 	w.mu.Lock()
 	w.durable = max(w.durable, pos)
@@ -564,8 +569,9 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 // directory from the file's up to the storage directory (for names made, moved or removed),
 // the contents they kept (and those this transaction kept for no record yet), and the
 // history's log. It reads the log as recovery does, so
-// that it covers the records of every process.
-func (ht *historyTx) flushLogged() error {
+// that it covers the records of every process. With rewrite, each regular file memory-mcp
+// may write is written again, flushed, instead (see walState.rewrite).
+func (ht *historyTx) flushLogged(rewrite bool) error {
 	fsys := ht.fs()
 	data, err := readAll(fsys, walName)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -593,6 +599,16 @@ func (ht *historyTx) flushLogged() error {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if fi, _, err := fsys.LstatIfPossible(name); rewrite && err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o200 != 0 {
+			data, err := readAll(fsys, name)
+			if err == nil {
+				err = fsys.WriteFileAtomic(name, data, false)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		f, err := fsys.OpenFile(name, os.O_WRONLY, 0)
 		if errors.Is(err, fs.ErrPermission) {
 			f, err = fsys.OpenFile(name, os.O_RDONLY, 0) // a file made read-only by hand
