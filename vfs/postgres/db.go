@@ -243,6 +243,27 @@ func unreachable(err error) bool {
 		strings.Contains(err.Error(), "conn closed")
 }
 
+// committed reports whether the transaction xid committed, once the database knows
+// (txid_status says "in progress" until the backend that lost its client ends it), or
+// false when it cannot say within ctx: a database restarting is waited for.
+func (db *DB) committed(ctx context.Context, xid int64) bool {
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var status *string
+		err := db.pool.QueryRow(ctx, "SELECT txid_status($1)", xid).Scan(&status)
+		switch {
+		case err == nil && status == nil: // too old to know
+			return false
+		case err == nil && *status != "in progress":
+			return *status == "committed"
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
 // Claim reports whether this process may run task on the store now: at most one process
 // of all that share the database wins a claim within every period (the database's clock
 // decides). Expiry claims each sweep, so that one replica at a time sweeps a store.

@@ -166,6 +166,7 @@ type pgTx struct {
 	external bool
 	done     bool
 	gen      int64            // the generation this transaction's change gives the store
+	xid      int64            // its transaction id (txid_current), once it changes the store
 	ctx      context.Context  // Begin's: a commit, too, ends with the call
 	now      func() time.Time // access tracking's clock, nil when not tracked
 	accessed []string         // files a read transaction viewed, recorded at commit
@@ -185,8 +186,9 @@ func (t *pgTx) History() vfs.History {
 }
 
 // Commit records the views of a read transaction, prunes the history when due, and
-// commits, within the call's time: if the database does not answer, the call fails (and
-// the change may or may not have landed; it was not acknowledged).
+// commits, within the call's time: if the database does not answer, the call fails. When
+// the connection is lost during the commit, the database is asked whether the change
+// landed, so that a change is never reported as failed while it stands.
 func (t *pgTx) Commit() error {
 	if t.done {
 		return nil
@@ -213,7 +215,11 @@ func (t *pgTx) Commit() error {
 		t.s.gen = t.gen
 		t.s.mu.Unlock()
 	}
-	return pgErr(ctx, t.tx.Commit(ctx))
+	err := t.tx.Commit(ctx)
+	if err != nil && t.xid != 0 && ctx.Err() == nil && unreachable(err) && t.s.db.committed(ctx, t.xid) {
+		return nil
+	}
+	return pgErr(ctx, err)
 }
 
 // Rollback undoes the transaction.
@@ -248,7 +254,7 @@ func (t *pgTx) beforeChange(ctx context.Context) error {
 		return nil
 	}
 	t.changed = true
-	err := t.tx.QueryRow(ctx, "UPDATE memory_mcp_stores SET generation = generation + 1 WHERE id = $1 RETURNING generation, pg_notify('"+changeChannel+"', id::text)", t.s.id).Scan(&t.gen, nil)
+	err := t.tx.QueryRow(ctx, "UPDATE memory_mcp_stores SET generation = generation + 1 WHERE id = $1 RETURNING generation, pg_notify('"+changeChannel+"', id::text), txid_current()", t.s.id).Scan(&t.gen, nil, &t.xid)
 	return pgErr(ctx, err)
 }
 
