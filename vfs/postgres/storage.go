@@ -187,8 +187,8 @@ func (t *pgTx) History() vfs.History {
 
 // Commit records the views of a read transaction, prunes the history when due, and
 // commits, within the call's time: if the database does not answer, the call fails. When
-// the connection is lost during the commit, the database is asked whether the change
-// landed, so that a change is never reported as failed while it stands.
+// the connection is lost during the commit, the database is asked, within that time,
+// whether the change landed: one that did is answered as made.
 func (t *pgTx) Commit() error {
 	if t.done {
 		return nil
