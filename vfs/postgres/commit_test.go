@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
-	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -26,15 +25,7 @@ func TestPostgresCommitLostOnTheWay(t *testing.T) {
 	ctx := context.Background()
 	dsn, name := vfstest.PostgresDSN(t), vfstest.UniqueName(t)
 	proxy, via := startCommitProxy(t, dsn)
-	db, err := postgres.Open(ctx, via, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	s, err := db.Store(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, via, name, true)
 	create := func(file string) error {
 		return s.Update(ctx, func(tx *vfs.Tx) error {
 			return tx.CreateFile(vfs.MustResolve("/memories/"+file), []byte(file))
@@ -55,16 +46,7 @@ func TestPostgresCommitLostOnTheWay(t *testing.T) {
 		t.Fatalf("the proxy never cut a commit (%s)", proxy.armed())
 	}
 
-	direct, err := postgres.Open(ctx, dsn, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	check, err := direct.Store(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check.View(ctx, func(tx *vfs.Tx) error {
+	openStore(t, dsn, name, false).View(ctx, func(tx *vfs.Tx) error {
 		for file, want := range map[string]bool{"before.md": true, "answered.md": true, "unsent.md": false} {
 			if _, err := tx.Stat(vfs.MustResolve("/memories/" + file)); (err == nil) != want {
 				t.Errorf("%s: stat %v, want it there: %v", file, err, want)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
-	"github.com/memory-mcp/memory-mcp/vfs/postgres"
 	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
@@ -38,24 +37,8 @@ func TestPostgresHistoryConformance(t *testing.T) {
 func TestPostgresChangesAreAnnounced(t *testing.T) {
 	ctx := context.Background()
 	dsn, name := vfstest.PostgresDSN(t), vfstest.UniqueName(t)
-	dbA, err := postgres.Open(ctx, withParam(dsn, "application_name", name), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dbA.Close()
-	a, err := dbA.Store(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbB, err := postgres.Open(ctx, dsn, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dbB.Close()
-	b, err := dbB.Store(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openStore(t, withParam(dsn, "application_name", name), name, true)
+	b := openStore(t, dsn, name, false)
 	sub := a.Subscribe(16)
 	defer sub.Close()
 	wctx, stop := context.WithCancel(ctx)

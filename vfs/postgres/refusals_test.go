@@ -25,8 +25,8 @@ func withParam(dsn, key, value string) string {
 	return dsn + " " + key + "=" + value
 }
 
-// openMemory opens the store name of the database at dsn as the model's memory.
-func openMemory(t *testing.T, dsn, name string, migrate bool, opts ...vfs.Option) *handlers.Memory {
+// openStore opens the store name of the database at dsn, closed when the test ends.
+func openStore(t *testing.T, dsn, name string, migrate bool, opts ...vfs.Option) *vfs.Store {
 	t.Helper()
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, dsn, migrate)
@@ -38,7 +38,13 @@ func openMemory(t *testing.T, dsn, name string, migrate bool, opts ...vfs.Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	return handlers.New(st, handlers.DefaultLimits())
+	return st
+}
+
+// openMemory opens the store name of the database at dsn as the model's memory.
+func openMemory(t *testing.T, dsn, name string, migrate bool, opts ...vfs.Option) *handlers.Memory {
+	t.Helper()
+	return handlers.New(openStore(t, dsn, name, migrate, opts...), handlers.DefaultLimits())
 }
 
 // The database's refusals reach the model as a filesystem's do: a database that takes no
