@@ -543,6 +543,10 @@ func (ht *historyTx) checkpointLog(h *fileHistory, cut bool) error {
 	w.mu.Lock()
 	pos := w.appended // what the flush below covers
 	w.mu.Unlock()
+	if w.rewrite { // Windows does not replace a file open: the history's log is opened again
+		ht.closeLog(true)
+		w.log.drop()
+	}
 	if err := ht.flushLogged(w.rewrite); err != nil {
 		w.rewrite = true
 		return err

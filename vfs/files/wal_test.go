@@ -1087,7 +1087,7 @@ func newSyncRecorder(t *testing.T) *syncRecorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &syncRecorder{OSFs: osfs, synced: map[string]bool{}, fail: map[string]bool{}, dropped: map[string]bool{}}
+	return &syncRecorder{OSFs: osfs, synced: map[string]bool{}, fail: map[string]bool{}, dropped: map[string]bool{}, open: map[string]int{}}
 }
 
 type syncRecorder struct {
@@ -1098,6 +1098,8 @@ type syncRecorder struct {
 	// since are then dropped, and a later flush reports no error (Linux reports a failed
 	// writeback once): dropped until the file is written anew.
 	fail, dropped map[string]bool
+	// open counts the descriptors open by name: as on Windows, a file open is not replaced.
+	open map[string]int
 }
 
 type recordedFile struct {
@@ -1122,16 +1124,32 @@ func (f recordedFile) Sync() error {
 	return f.File.Sync()
 }
 
+func (f recordedFile) Close() error {
+	f.r.mu.Lock()
+	f.r.open[f.name]--
+	f.r.mu.Unlock()
+	return f.File.Close()
+}
+
 func (r *syncRecorder) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
 	f, err := r.OSFs.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	r.open[name]++
+	r.mu.Unlock()
 	return recordedFile{f, r, name}, nil
 }
 
 // WriteFileAtomic records the file and its directory as flushed.
 func (r *syncRecorder) WriteFileAtomic(name string, data []byte, noReplace bool) error {
+	r.mu.Lock()
+	open := r.open[name]
+	r.mu.Unlock()
+	if open > 0 {
+		return &fs.PathError{Op: "rename", Path: name, Err: fs.ErrPermission}
+	}
 	err := r.OSFs.WriteFileAtomic(name, data, noReplace)
 	if err == nil {
 		r.mu.Lock()
