@@ -73,13 +73,15 @@ func (ht *historyTx) flushLogged(rewrite bool) error {
 	for _, c := range ht.kept { // kept by this transaction for a record that has not come (an import)
 		files[objectName(c.D)] = true
 	}
-	carried := map[vfs.Digest][]byte{} // the contents the records carry
-	want := map[string]vfs.Digest{}    // each file's content after the records
+	carried := map[vfs.Digest][]byte{} // with rewrite: the contents the records carry,
+	want := map[string]vfs.Digest{}    // and each file's content after the records
 	scan := scanWAL(data)
 	for i, r := range scan.records {
 		for _, c := range r.C {
 			files[objectName(c.D)] = true
-			carried[c.D], want[objectName(c.D)] = c.B, c.D
+			if rewrite {
+				carried[c.D], want[objectName(c.D)] = c.B, c.D
+			}
 		}
 		for _, v := range r.V {
 			for _, p := range []string{v.Path, v.NewPath} {
@@ -92,10 +94,13 @@ func (ht *historyTx) flushLogged(rewrite bool) error {
 				}
 			}
 		}
+		if !rewrite {
+			continue
+		}
 		for _, v := range scan.stands(i) {
 			for _, p := range []string{v.Path, v.NewPath} {
-				if st := v.After(p); p != "" {
-					want[nameOf(p)] = st.SHA256 // zero when gone or redacted
+				if p != "" {
+					want[nameOf(p)] = v.After(p).SHA256 // zero when gone or redacted
 				}
 			}
 		}
@@ -106,9 +111,7 @@ func (ht *historyTx) flushLogged(rewrite bool) error {
 			if d := want[name]; err == nil && !d.IsZero() && allZero(data) && vfs.DigestOf(data) != d {
 				// The kernel evicted the pages it had failed to write, and the disk's content
 				// (zeros) came back: the records' content instead, as recovery would write.
-				if b, ok := carried[d]; ok {
-					data = b
-				} else if b, rerr := readAll(fsys, objectName(d)); rerr == nil && vfs.DigestOf(b) == d {
+				if b, ok := contentOf(fsys, carried, d); ok {
 					data = b
 				}
 			}

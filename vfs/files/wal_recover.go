@@ -236,13 +236,6 @@ func (ht *historyTx) recoverFiles(h *fileHistory, w *walScan, contents map[vfs.D
 			}
 		}
 	}
-	contentOf := func(d vfs.Digest) ([]byte, bool) {
-		if c, ok := contents[d]; ok {
-			return c, true
-		}
-		c, err := readAll(fsys, objectName(d))
-		return c, err == nil && vfs.DigestOf(c) == d
-	}
 	// Removals first: a file to be written may need the place of one removed.
 	writes := func(p string) int {
 		if paths[p][len(paths[p])-1].exists {
@@ -271,7 +264,7 @@ func (ht *historyTx) recoverFiles(h *fileHistory, w *walScan, contents map[vfs.D
 			fsys.Remove(name)
 			continue
 		}
-		content, ok := contentOf(last.sum)
+		content, ok := contentOf(fsys, contents, last.sum)
 		if !ok {
 			continue // nothing to set it to
 		}
@@ -288,6 +281,16 @@ func (ht *historyTx) recoverFiles(h *fileHistory, w *walScan, contents map[vfs.D
 		}
 	}
 	return nil
+}
+
+// contentOf returns the content of digest d: one the log's records carried, or the
+// history's kept copy.
+func contentOf(fsys FS, carried map[vfs.Digest][]byte, d vfs.Digest) ([]byte, bool) {
+	if c, ok := carried[d]; ok {
+		return c, true
+	}
+	c, err := readAll(fsys, objectName(d))
+	return c, err == nil && vfs.DigestOf(c) == d
 }
 
 // holdsNoFile reports whether name is a directory with nothing but directories below it.
