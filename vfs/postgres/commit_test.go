@@ -44,12 +44,28 @@ func TestPostgresCommitLostOnTheWay(t *testing.T) {
 	if err := create("unsent.md"); !errors.Is(err, vfs.ErrUnavailable) {
 		t.Errorf("a change whose commit never reached the database: %v, want the database unavailable", err)
 	}
+	// The call's time ends during its commit (the proxy holds the commit, then ends the
+	// call's context): the answer is the database's.
+	late := func(file, at string) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		proxy.hold(at, cancel)
+		return s.Update(ctx, func(tx *vfs.Tx) error {
+			return tx.CreateFile(vfs.MustResolve("/memories/"+file), []byte(file))
+		})
+	}
+	if err := late("answered-late.md", "answer"); err != nil {
+		t.Errorf("a change whose commit landed as the call's time ended was reported as failed: %v", err)
+	}
+	if err := late("unsent-late.md", "request"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a change whose commit was held back as the call's time ended: %v, want the call's end", err)
+	}
 	if proxy.armed() != "" {
 		t.Fatalf("the proxy never cut a commit (%s)", proxy.armed())
 	}
 
 	openStore(t, dsn, name, false).View(ctx, func(tx *vfs.Tx) error {
-		for file, want := range map[string]bool{"before.md": true, "answered.md": true, "unsent.md": false} {
+		for file, want := range map[string]bool{"before.md": true, "answered.md": true, "unsent.md": false, "answered-late.md": true, "unsent-late.md": false} {
 			if _, err := tx.Stat(vfs.MustResolve("/memories/" + file)); (err == nil) != want {
 				t.Errorf("%s: stat %v, want it there: %v", file, err, want)
 			}
@@ -60,25 +76,44 @@ func TestPostgresCommitLostOnTheWay(t *testing.T) {
 
 // commitProxy relays connections to a PostgreSQL server and, once armed, cuts one at the
 // next commit: before the server gets it ("request"), or after the server made it, before
-// the client hears ("answer").
+// the client hears ("answer"). Armed with hold, it calls held there instead, and passes
+// nothing more on that connection (in that direction) until the client closes it.
 type commitProxy struct {
-	mu  sync.Mutex
-	cut string
+	mu   sync.Mutex
+	cut  string
+	held func()
 }
 
-func (p *commitProxy) arm(at string) { p.mu.Lock(); p.cut = at; p.mu.Unlock() }
+func (p *commitProxy) arm(at string) { p.mu.Lock(); p.cut, p.held = at, nil; p.mu.Unlock() }
+
+func (p *commitProxy) hold(at string, held func()) {
+	p.mu.Lock()
+	p.cut, p.held = at, held
+	p.mu.Unlock()
+}
 
 func (p *commitProxy) armed() string { p.mu.Lock(); defer p.mu.Unlock(); return p.cut }
 
-// take reports whether the proxy is armed to cut at at, disarming it.
-func (p *commitProxy) take(at string) bool {
+// take reports whether the proxy is armed to cut at at, disarming it, and calls held if it
+// holds instead.
+func (p *commitProxy) take(at string) (cut bool, held func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut != at {
-		return false
+		return false, nil
 	}
 	p.cut = ""
-	return true
+	return true, p.held
+}
+
+// swallow reads and drops messages from r until it ends, or until a client's Terminate
+// (the server would close the connection then).
+func swallow(r *bufio.Reader) {
+	for {
+		if msg, err := readMessage(r); err != nil || msg[0] == 'X' {
+			return
+		}
+	}
 }
 
 // startCommitProxy starts a proxy to the server of dsn, and returns dsn through it.
@@ -134,8 +169,14 @@ func (p *commitProxy) relay(client net.Conn, upstream string) {
 			if err != nil {
 				return
 			}
-			if msg[0] == 'Q' && bytes.EqualFold(bytes.TrimRight(msg[5:], "\x00"), []byte("commit")) && p.take("request") {
-				return
+			if msg[0] == 'Q' && bytes.EqualFold(bytes.TrimRight(msg[5:], "\x00"), []byte("commit")) {
+				if cut, held := p.take("request"); held != nil {
+					held()
+					swallow(r)
+					return
+				} else if cut {
+					return
+				}
 			}
 			server.Write(msg)
 		}
@@ -146,8 +187,14 @@ func (p *commitProxy) relay(client net.Conn, upstream string) {
 		if err != nil {
 			return
 		}
-		if msg[0] == 'C' && bytes.HasPrefix(msg[5:], []byte("COMMIT\x00")) && p.take("answer") {
-			return
+		if msg[0] == 'C' && bytes.HasPrefix(msg[5:], []byte("COMMIT\x00")) {
+			if cut, held := p.take("answer"); held != nil {
+				held()
+				swallow(r) // until the client's end closes the server's side
+				return
+			} else if cut {
+				return
+			}
 		}
 		client.Write(msg)
 	}

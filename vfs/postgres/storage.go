@@ -186,9 +186,10 @@ func (t *pgTx) History() vfs.History {
 }
 
 // Commit records the views of a read transaction, prunes the history when due, and
-// commits, within the call's time: if the database does not answer, the call fails. When
-// the connection is lost during the commit, the database is asked, within that time,
-// whether the change landed: one that did is answered as made.
+// commits, within the call's time. When the connection is lost during the commit, or the
+// call's time ends in it, the change may have landed all the same: the database is asked,
+// within the call's time or, once that has ended, within commitGrace. A change that landed
+// is answered as made, however late.
 func (t *pgTx) Commit() error {
 	if t.done {
 		return nil
@@ -216,11 +217,23 @@ func (t *pgTx) Commit() error {
 		t.s.mu.Unlock()
 	}
 	err := t.tx.Commit(ctx)
-	if err != nil && t.xid != 0 && ctx.Err() == nil && unreachable(err) && t.s.db.committed(ctx, t.xid) {
-		return nil
+	if err != nil && t.xid != 0 && (ctx.Err() != nil || unreachable(err)) {
+		ask := ctx
+		if ctx.Err() != nil {
+			var cancel context.CancelFunc
+			ask, cancel = context.WithTimeout(context.WithoutCancel(ctx), commitGrace)
+			defer cancel()
+		}
+		if t.s.db.committed(ask, t.xid) {
+			return nil
+		}
 	}
 	return pgErr(ctx, err)
 }
+
+// commitGrace bounds how long a call whose time ended during its commit waits to learn
+// whether the commit landed, rather than report a change that was made as failed.
+const commitGrace = 5 * time.Second
 
 // Rollback undoes the transaction.
 func (t *pgTx) Rollback() error {
