@@ -235,6 +235,13 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		return
 	}
 	e := readEnvelope(body)
+	if r.URL.Path == "/mcp" && e.refusal == nil && !e.response && e.method != string(mcp.MethodInitialize) &&
+		r.Header.Get(mcpserver.HeaderKeySessionID) == "" && !modernRequest(r, body) {
+		// mcp-go would answer 404 "Invalid session ID" in plain text, which a client takes
+		// for a session that ended; the transport's answer to a missing session is 400.
+		e.refusal = errorResponse(headID(body), mcp.INVALID_REQUEST, "Bad Request: no Mcp-Session-Id header: send initialize first, then the session id it returns with every request")
+		e.notification = false
+	}
 	if e.refusal != nil && r.URL.Path == "/mcp" {
 		// Answered here as over stdio, with its id (a legacy SSE client's answers go on
 		// its stream, and mcp-go gives them).
@@ -300,6 +307,20 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	defer g.budget.done(tenant)
 	g.next.ServeHTTP(dw, r)
+}
+
+// modernRequest reports whether a request speaks protocol version 2026-07-28 or later,
+// which has no sessions, as mcp-go decides it: by its header or its _meta.
+func modernRequest(r *http.Request, body []byte) bool {
+	if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+		return true
+	}
+	var head struct {
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	return json.Unmarshal(body, &head) == nil && mcp.IsModernProtocol(head.Params.Meta.ProtocolVersion())
 }
 
 // deadlineWriter gives every write of a response a deadline, so a client that stops

@@ -106,14 +106,18 @@ func post(t testing.TB, url, session, token, body string, header ...string) *htt
 	return resp
 }
 
-// call sends one JSON-RPC message in session and returns the response and its body.
-func call(t testing.TB, url, session, body string) (*http.Response, []byte) {
+// call sends one JSON-RPC message in session, with the headers given as name, value, and
+// returns the response and its body.
+func call(t testing.TB, url, session, body string, header ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", session)
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -838,5 +842,32 @@ func TestHTTPMalformedRequests(t *testing.T) {
 		if resp.StatusCode != status || strings.TrimSpace(string(data)) != tc.want {
 			t.Errorf("%s:\n got %d %s\nwant %d %s", tc.line, resp.StatusCode, data, status, tc.want)
 		}
+	}
+}
+
+// A 2025-era request without a session is answered 400, with its id and what to do, as the
+// transport specifies; mcp-go's plain 404 would tell the client its session had ended.
+// Initialize needs none, nor does a 2026-07-28 request, which has no sessions.
+func TestHTTPRequestWithoutSession(t *testing.T) {
+	url, _ := testGate(t, HTTPOptions{}, nil, "")
+	const want = `"error":{"code":-32600,"message":"Bad Request: no Mcp-Session-Id header: send initialize first, then the session id it returns with every request"}}`
+	for body, id := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`:                                                                             "7",
+		`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{}}`:                                                               `"a"`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:                                                                     "null",
+		`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`: "8",
+	} {
+		resp, data := call(t, url+"/mcp", "", body)
+		if got := `{"jsonrpc":"2.0","id":` + id + `,` + want; resp.StatusCode != http.StatusBadRequest || string(data) != got {
+			t.Errorf("%s:\n got %d %s\nwant 400 %s", body, resp.StatusCode, data, got)
+		}
+	}
+	if resp := post(t, url+"/mcp", "", "", initBody); resp.StatusCode != http.StatusOK {
+		t.Errorf("initialize: %d", resp.StatusCode)
+	}
+	modern := `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	resp, data := call(t, url+"/mcp", "", modern, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"memory_view"`) {
+		t.Errorf("a 2026-07-28 request: %d %s", resp.StatusCode, data)
 	}
 }
