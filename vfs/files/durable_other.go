@@ -9,3 +9,7 @@ import "os"
 func bootID() string { return "" }
 
 func datasync(f *os.File) error { return f.Sync() }
+
+// heldOpen: only Windows keeps a file that another program has open from being renamed or
+// removed (see retryWhile).
+func heldOpen(error) bool { return false }

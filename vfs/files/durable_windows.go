@@ -1,9 +1,11 @@
 package files
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/spf13/afero"
@@ -42,4 +44,12 @@ func unlinked(f afero.File, _ os.FileInfo) bool {
 	}
 	err := windows.GetFileInformationByHandleEx(windows.Handle(of.Fd()), windows.FileStandardInfo, (*byte)(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)))
 	return err != nil || info.NumberOfLinks == 0 || info.DeletePending
+}
+
+// heldOpen reports whether err is Windows refusing to rename, replace or remove a file that
+// another program has open without sharing deletion (see retryWhile).
+func heldOpen(err error) bool {
+	var errno syscall.Errno
+	return errors.As(err, &errno) && (errno == windows.ERROR_ACCESS_DENIED ||
+		errno == windows.ERROR_SHARING_VIOLATION || errno == windows.ERROR_LOCK_VIOLATION)
 }

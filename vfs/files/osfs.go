@@ -365,17 +365,22 @@ func (f *OSFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, er
 
 // Remove removes a file or an empty directory.
 func (f *OSFs) Remove(name string) error {
-	return f.follow(name, false, func(n string) error { return f.root.Remove(n) })
+	return f.follow(name, false, func(n string) error { return held(func() error { return f.root.Remove(n) }) })
 }
 
 // RemoveAll removes a path and everything below it.
 func (f *OSFs) RemoveAll(name string) error {
-	return f.follow(name, false, func(n string) error { return f.root.RemoveAll(n) })
+	return f.follow(name, false, func(n string) error { return held(func() error { return f.root.RemoveAll(n) }) })
 }
 
 // Rename renames a file or directory, replacing an existing file at newname.
 func (f *OSFs) Rename(oldname, newname string) error {
-	return f.rename2(oldname, newname, f.root.Rename)
+	return f.rename2(oldname, newname, f.heldRename)
+}
+
+// heldRename renames, retrying while another program holds a file open (see retryWhile).
+func (f *OSFs) heldRename(oldname, newname string) error {
+	return held(func() error { return f.root.Rename(oldname, newname) })
 }
 
 // rename2 runs a two-name operation, following absolute links into the storage in the
@@ -468,7 +473,7 @@ func (f *OSFs) renameCheckFirst(oldname, newname string) error {
 	if _, err := f.root.Lstat(newname); err == nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrExist}
 	}
-	return f.root.Rename(oldname, newname)
+	return f.heldRename(oldname, newname)
 }
 
 // LockStorage takes the lock shared by every process that serves this directory: exclusive
