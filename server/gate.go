@@ -87,6 +87,13 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tenant = t.Name
 		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
 	}
+	if r.URL.Path == "/mcp" && r.Method != http.MethodPost && r.Header.Get(mcpserver.HeaderKeySessionID) == "" &&
+		!mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+		// mcp-go would open a stream for a session of its own, which takes a place in the
+		// session table and hears nothing (GET), or answer 200 for no session (DELETE).
+		refuse(w, http.StatusBadRequest, noSession)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet:
 		g.serveStream(w, r, tenant)
@@ -239,7 +246,7 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		r.Header.Get(mcpserver.HeaderKeySessionID) == "" && !modernRequest(r, body) {
 		// mcp-go would answer 404 "Invalid session ID" in plain text, which a client takes
 		// for a session that ended; the transport's answer to a missing session is 400.
-		e.refusal = errorResponse(headID(body), mcp.INVALID_REQUEST, "Bad Request: no Mcp-Session-Id header: send initialize first, then the session id it returns with every request")
+		e.refusal = errorResponse(headID(body), mcp.INVALID_REQUEST, noSession)
 		e.notification = false
 	}
 	if e.refusal != nil && r.URL.Path == "/mcp" {
@@ -308,6 +315,8 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	defer g.budget.done(tenant)
 	g.next.ServeHTTP(dw, r)
 }
+
+const noSession = "Bad Request: no Mcp-Session-Id header: send initialize first, then the session id it returns with every request"
 
 // modernRequest reports whether a request speaks protocol version 2026-07-28 or later,
 // which has no sessions, as mcp-go decides it: by its header or its _meta.

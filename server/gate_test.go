@@ -846,8 +846,9 @@ func TestHTTPMalformedRequests(t *testing.T) {
 }
 
 // A 2025-era request without a session is answered 400, with its id and what to do, as the
-// transport specifies; mcp-go's plain 404 would tell the client its session had ended.
-// Initialize needs none, nor does a 2026-07-28 request, which has no sessions.
+// transport specifies; mcp-go's plain 404 would tell the client its session had ended. So
+// are a GET (a stream) and a DELETE without one. Initialize needs none, nor does a
+// 2026-07-28 request, which has no sessions.
 func TestHTTPRequestWithoutSession(t *testing.T) {
 	url, _ := testGate(t, HTTPOptions{}, nil, "")
 	const want = `"error":{"code":-32600,"message":"Bad Request: no Mcp-Session-Id header: send initialize first, then the session id it returns with every request"}}`
@@ -860,6 +861,19 @@ func TestHTTPRequestWithoutSession(t *testing.T) {
 		resp, data := call(t, url+"/mcp", "", body)
 		if got := `{"jsonrpc":"2.0","id":` + id + `,` + want; resp.StatusCode != http.StatusBadRequest || string(data) != got {
 			t.Errorf("%s:\n got %d %s\nwant 400 %s", body, resp.StatusCode, data, got)
+		}
+	}
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, url+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "send initialize first") {
+			t.Errorf("%s without a session: %d %s", method, resp.StatusCode, data)
 		}
 	}
 	if resp := post(t, url+"/mcp", "", "", initBody); resp.StatusCode != http.StatusOK {
