@@ -283,7 +283,7 @@ func TestMountHistoryCommands(t *testing.T) {
 	}
 	run(append(a, "export", "-of", "me", filepath.Join(dir, "me.tar"))...)
 	b := []string{"-root", filepath.Join(dir, "b"), "-mount", "you=" + filepath.Join(dir, "you")}
-	if out := run(append(b, "import", "-of", "you", filepath.Join(dir, "me.tar"))...); !strings.Contains(out, "Imported 1 files, 3 versions") {
+	if out := run(append(b, "import", "-of", "you", filepath.Join(dir, "me.tar"))...); !strings.Contains(out, "Imported 1 file, 3 versions") {
 		t.Errorf("import into a mount: %q", out)
 	}
 	if out := run(append(b, "log", "/memories/you/a.md")...); strings.Count(out, "/memories/you/a.md") != 3 {

@@ -66,7 +66,8 @@ func runTransfer(ctx context.Context, c *config, h *handlers.Memory, store *vfs.
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Imported %d files, %d versions and %d history contents into %s.\n", got.Files, got.Versions, got.Contents, where)
+		fmt.Fprintf(stdout, "Imported %d %s, %d %s and %d history %s into %s.\n", got.Files, plural(got.Files, "file", "files"),
+			got.Versions, plural(got.Versions, "version", "versions"), got.Contents, plural(got.Contents, "content", "contents"), where)
 		return nil
 	}()
 	if err != nil {
