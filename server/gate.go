@@ -16,6 +16,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+	"github.com/rs/cors"
 
 	"github.com/memory-mcp/memory-mcp/webui"
 )
@@ -23,7 +24,8 @@ import (
 // gate is everything an HTTP request passes before mcp-go sees it, in this order:
 //
 //  1. Host and Origin: a request whose Origin is not allowed is refused (403), and on a
-//     loopback listener so is one addressed to another host (DNS rebinding).
+//     loopback listener so is one addressed to another host (DNS rebinding). A page of an
+//     allowed origin gets the CORS headers a browser needs, its preflight answered here.
 //  2. The bearer token, when there are tenants: checked before any byte of the body is
 //     read; without a valid one, 401 and the connection is closed.
 //  3. Room: a request takes a share of the work-in-flight budget (by count and body size,
@@ -34,6 +36,7 @@ import (
 type gate struct {
 	s        *Server
 	next     http.Handler
+	cors     http.Handler // answers preflights, adds CORS headers, then serveMCP
 	opts     HTTPOptions
 	loopback bool
 	budget   *budget
@@ -71,6 +74,25 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, "Forbidden: this server only answers requests addressed to the local host")
 		return
 	}
+	g.cors.ServeHTTP(w, r)
+}
+
+// newCORS answers a browser's preflight (which carries no token) and lets a page read the
+// answers, errors included, for origins the gate allowed: a listed origin, or a local page
+// calling a loopback listener.
+func newCORS(next http.Handler) http.Handler {
+	return cors.New(cors.Options{
+		AllowOriginVaryRequestFunc: func(*http.Request, string) (bool, []string) { return true, nil },
+		AllowedMethods:             []string{http.MethodGet, http.MethodPost, http.MethodDelete},
+		AllowedHeaders:             []string{"*"},
+		ExposedHeaders:             []string{mcpserver.HeaderKeySessionID, "Retry-After", "WWW-Authenticate"},
+		MaxAge:                     600,
+		AllowPrivateNetwork:        true, // a listed public origin may call a server on this machine
+	}).Handler(next)
+}
+
+// serveMCP serves a request that passed the Host and Origin checks.
+func (g *gate) serveMCP(w http.ResponseWriter, r *http.Request) {
 	tenant := ""
 	if g.s.hasTenants {
 		t := g.s.authenticate(r)
@@ -101,7 +123,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.servePost(w, r, tenant)
 	default: // DELETE and the like: no body is expected, and none is waited for long
 		http.NewResponseController(w).SetReadDeadline(time.Now().Add(smallBodyTimeout))
-		g.next.ServeHTTP(&deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}, r)
+		g.next.ServeHTTP(&deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write, origin: r.Header.Get("Origin")}, r)
 	}
 }
 
@@ -194,7 +216,7 @@ func (g *gate) serveStream(w http.ResponseWriter, r *http.Request, tenant string
 		delete(g.streams[tenant], &cancel)
 		g.mu.Unlock()
 	}()
-	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
+	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write, origin: r.Header.Get("Origin")}
 	if r.URL.Path == "/sse" {
 		dw.sse = g
 		defer dw.endSSE()
@@ -267,7 +289,7 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write}
+	dw := &deadlineWriter{ResponseWriter: w, timeout: g.opts.Timeouts.Write, origin: r.Header.Get("Origin")}
 
 	listen := e.method == string(mcp.MethodSubscriptionsListen)
 	if listen && r.URL.Path == "/message" && !owesResponse(body) {
@@ -341,6 +363,7 @@ type deadlineWriter struct {
 	http.ResponseWriter
 	timeout time.Duration
 	wrote   bool
+	origin  string // the page's allowed origin, "" for none
 
 	sse     *gate
 	session string
@@ -352,6 +375,9 @@ func (w *deadlineWriter) prepare() {
 		w.wrote = true
 		if w.Header().Get("Access-Control-Allow-Origin") == "*" {
 			w.Header().Del("Access-Control-Allow-Origin")
+			if w.origin != "" {
+				w.Header().Set("Access-Control-Allow-Origin", w.origin) // as the gate's CORS set it
+			}
 		}
 	}
 	if w.timeout > 0 {

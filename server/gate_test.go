@@ -385,13 +385,31 @@ func TestOriginOnEveryListener(t *testing.T) {
 		if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "https://evil.example"); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s: POST from a foreign origin: %d", transport, resp.StatusCode)
 		}
+		// A page of the allowed origin may read the answers (mcp-go's SSE transport would
+		// say "*"), and its preflight is answered.
 		if transport == "sse" {
 			resp := get("https://app.example.com")
-			if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") == "*" {
+			if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
 				t.Errorf("sse, allowed origin: %d, ACAO %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 			}
-		} else if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "https://app.example.com"); resp.StatusCode != 200 {
-			t.Errorf("http, allowed origin: %d", resp.StatusCode)
+		} else if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "https://app.example.com"); resp.StatusCode != 200 ||
+			resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") {
+			t.Errorf("http, allowed origin: %d, %v", resp.StatusCode, resp.Header)
+		}
+		for origin, want := range map[string]int{"https://app.example.com": http.StatusNoContent, "https://evil.example": http.StatusForbidden} {
+			req, _ := http.NewRequest(http.MethodOptions, url+path, nil)
+			req.Header.Set("Origin", origin)
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "authorization,content-type,mcp-session-id,mcp-protocol-version")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			allowed := resp.Header.Get("Access-Control-Allow-Origin") == origin && strings.Contains(strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "authorization")
+			if resp.StatusCode != want || allowed != (want == http.StatusNoContent) {
+				t.Errorf("%s: preflight from %s: %d %v", transport, origin, resp.StatusCode, resp.Header)
+			}
 		}
 	}
 	url, _ := testGate(t, HTTPOptions{}, nil, "")

@@ -198,6 +198,7 @@ func (s *Server) httpHandler(ctx context.Context, opts *HTTPOptions, httpServer 
 		sse:      map[string]*sseStream{},
 		streams:  map[string]map[*context.CancelFunc]bool{},
 	}
+	g.cors = newCORS(http.HandlerFunc(g.serveMCP))
 	end := g.endStreams
 	s.tenantsRemoved.Store(&end)
 	return g, closeStreams
