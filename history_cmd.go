@@ -158,44 +158,35 @@ func historyCommand(ctx context.Context, c *config, h *handlers.Memory, cmd stri
 		var (
 			res  handlers.Restored
 			err  error
-			what string
+			p    string
+			when string
 		)
 		if c.sub.at != "" {
 			at, perr := parseWhen("restore: -at", c.sub.at)
 			if perr != nil {
 				return perr
 			}
-			p := vfs.Root
+			p = vfs.Root
 			if len(args) == 1 {
 				p = args[0]
 			}
-			what = fmt.Sprintf("%s as it was at %s", p, at.Format(time.RFC3339))
+			when = "at " + at.Format(time.RFC3339)
 			res, err = h.RestoreAt(ctx, p, at)
 		} else {
-			p, seq, perr := pathAtSeq(args[0])
-			if perr != nil {
-				return perr
+			var seq uint64
+			if p, seq, err = pathAtSeq(args[0]); err != nil {
+				return err
 			}
-			what = fmt.Sprintf("%s as it was after version %d", p, seq)
+			when = fmt.Sprintf("after version %d", seq)
 			res, err = h.Restore(ctx, p, seq)
 		}
-		if err != nil {
-			return err
+		if res.Version != 0 || err == nil {
+			printRestored(w, p, when, res)
 		}
-		if res.Version == 0 {
-			fmt.Fprintf(w, "Nothing to restore: %s already.\n", strings.Replace(what, " as it was", " is as it was", 1))
-			return nil
+		for _, m := range res.Mounts { // a restore of the whole memory to a time
+			printRestored(w, m.Top, when, m)
 		}
-		fmt.Fprintf(w, "Restored %s, as version %d (undo: memory-mcp restore %s@%d).\n", what, res.Version, strings.SplitN(what, " ", 2)[0], res.Version-1)
-		for _, l := range []struct {
-			verb  string
-			paths []string
-		}{{"created", res.Created}, {"modified", res.Modified}, {"deleted", res.Deleted}} {
-			for _, p := range l.paths {
-				fmt.Fprintf(w, "  %s %s\n", l.verb, shown(p))
-			}
-		}
-		return nil
+		return err
 	case "redact":
 		p, seq, err := pathAtSeq(args[0])
 		if err != nil {
@@ -209,6 +200,23 @@ func historyCommand(ctx context.Context, c *config, h *handlers.Memory, cmd stri
 		return nil
 	}
 	return usageError{"unknown command " + cmd}
+}
+
+// printRestored says what a restore of path did, and how to undo it.
+func printRestored(w io.Writer, path, when string, res handlers.Restored) {
+	if res.Version == 0 {
+		fmt.Fprintf(w, "Nothing to restore: %s is as it was %s already.\n", path, when)
+		return
+	}
+	fmt.Fprintf(w, "Restored %s as it was %s, as version %d (undo: memory-mcp restore %s@%d).\n", path, when, res.Version, path, res.Version-1)
+	for _, l := range []struct {
+		verb  string
+		paths []string
+	}{{"created", res.Created}, {"modified", res.Modified}, {"deleted", res.Deleted}} {
+		for _, p := range l.paths {
+			fmt.Fprintf(w, "  %s %s\n", l.verb, shown(p))
+		}
+	}
 }
 
 func plural(n int, one, many string) string {

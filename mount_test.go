@@ -273,6 +273,7 @@ func TestMountHistoryCommands(t *testing.T) {
 		return string(out)
 	}
 	a := []string{"-root", filepath.Join(dir, "a"), "-mount", "me=" + filepath.Join(dir, "me")}
+	start := time.Now()
 	run(append(a, "exec", `{"command":"create","path":"/memories/me/a.md","file_text":"one\n"}`)...)
 	run(append(a, "exec", `{"command":"str_replace","path":"/memories/me/a.md","old_str":"one","new_str":"two"}`)...)
 	if out := run(append(a, "show", "/memories/me/a.md@1")...); out != "one\n" {
@@ -282,6 +283,12 @@ func TestMountHistoryCommands(t *testing.T) {
 		t.Errorf("restore under the mount: %q", out)
 	}
 	run(append(a, "export", "-of", "me", filepath.Join(dir, "me.tar"))...)
+	at := start.UTC().Format(time.RFC3339Nano)
+	if out, want := run(append(a, "restore", "-at", at)...), "Nothing to restore: /memories is as it was at "+start.UTC().Format(time.RFC3339)+
+		" already.\nRestored /memories/me as it was at "+start.UTC().Format(time.RFC3339)+", as version 4 (undo: memory-mcp restore /memories/me@3).\n  deleted /memories/me/a.md\n"; out != want {
+		t.Errorf("restore of the whole memory to a time:\n%s\nwant\n%s", out, want)
+	}
+	run(append(a, "restore", "/memories/me@3")...) // undone
 	b := []string{"-root", filepath.Join(dir, "b"), "-mount", "you=" + filepath.Join(dir, "you")}
 	if out := run(append(b, "import", "-of", "you", filepath.Join(dir, "me.tar"))...); !strings.Contains(out, "Imported 1 file, 3 versions") {
 		t.Errorf("import into a mount: %q", out)

@@ -45,12 +45,38 @@ type LogQuery struct {
 	N int
 }
 
-// Log returns the versions q selects, newest first.
+// Log returns the versions q selects, newest first. The log of the whole memory has its
+// mounts' versions too (each store numbers its own); a mount whose store fails is left
+// out, as from the tree.
 func (h *Memory) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 	if m := h.mountOf(q.Path); m != nil {
 		vs, err := m.Log(ctx, q)
 		return m.shownVersions(vs), m.shownErr(err)
 	}
+	out, err := h.log(ctx, q)
+	if err != nil || !wholeMemory(q.Path) || len(h.mounts) == 0 {
+		return out, err
+	}
+	for _, m := range h.mounts {
+		if vs, err := m.Memory.log(ctx, LogQuery{Since: q.Since, Until: q.Until, Actor: q.Actor, N: q.N}); err == nil {
+			out = append(out, m.Memory.shownVersions(vs)...)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b vfs.Version) int { return b.Time.Compare(a.Time) })
+	if q.N > 0 && len(out) > q.N {
+		out = out[:q.N]
+	}
+	return out, nil
+}
+
+// wholeMemory reports whether a path given to a person's operation is /memories itself.
+func wholeMemory(path string) bool {
+	p, err := vfs.Resolve(path)
+	return path == "" || err == nil && p.IsRoot()
+}
+
+// log is Log of this memory's own store.
+func (h *Memory) log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 	p := vfs.MustResolve(vfs.Root)
 	if q.Path != "" {
 		var err error
@@ -261,6 +287,10 @@ func prunedAway(pruned uint64) error {
 type Restored struct {
 	Version                    uint64 // the restore's own version (0 if nothing differed)
 	Created, Modified, Deleted []string
+	// Mounts are the restores of the mounts that a restore of the whole memory to a time
+	// made too, each a version of its own store, at Top.
+	Mounts []Restored `json:",omitempty"`
+	Top    string     `json:",omitempty"`
 }
 
 // Restore makes the file or directory at path as it was after version seq: every file
@@ -272,9 +302,29 @@ func (h *Memory) Restore(ctx context.Context, path string, seq uint64) (Restored
 	return h.restore(ctx, path, func(vs []vfs.Version) (uint64, error) { return seq, checkSeq(vs, seq) })
 }
 
-// RestoreAt is Restore to the state at time t: after the last version at or before t.
+// RestoreAt is Restore to the state at time t: after the last version at or before t. For
+// the whole memory, each mount that is not read-only goes back to t too, in a restore of its
+// own; one that cannot is named in the error, after the others are done.
 func (h *Memory) RestoreAt(ctx context.Context, path string, t time.Time) (Restored, error) {
-	return h.restore(ctx, path, func(vs []vfs.Version) (uint64, error) { return vfs.SeqAt(vs, t), nil })
+	target := func(vs []vfs.Version) (uint64, error) { return vfs.SeqAt(vs, t), nil }
+	res, err := h.restore(ctx, path, target)
+	if err != nil || !wholeMemory(path) {
+		return res, err
+	}
+	var errs []error
+	for _, m := range h.mounts {
+		if m.Memory.readOnly {
+			continue
+		}
+		r, err := h.restore(ctx, m.Memory.top, target)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the rest of the memory was restored, but %s was not: %w", m.Memory.top, err))
+			continue
+		}
+		r.Top = m.Memory.top
+		res.Mounts = append(res.Mounts, r)
+	}
+	return res, errors.Join(errs...)
 }
 
 func (h *Memory) restore(ctx context.Context, path string, target func([]vfs.Version) (uint64, error)) (Restored, error) {

@@ -2,10 +2,12 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
@@ -155,8 +157,8 @@ func TestMountsForPeople(t *testing.T) {
 	if err != nil || len(vs) != 2 || vs[0].Path != "/memories/me/a.md" {
 		t.Errorf("log of the mount: %v, %v", vs, err)
 	}
-	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 0 {
-		t.Errorf("log of the main store: %v, %v", vs, err)
+	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 2 || vs[0].Path != "/memories/me/a.md" {
+		t.Errorf("log of the whole memory (the main store has none): %v, %v", vs, err)
 	}
 	d, err := h.Diff(ctx, "/memories/me/a.md")
 	if err != nil || !strings.Contains(d, "--- /memories/me/a.md@") || !strings.Contains(d, "+two") {
@@ -219,5 +221,65 @@ func TestMountHidesTheMainEntryBehindIt(t *testing.T) {
 	res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"})
 	if res.IsError || !strings.Contains(res.Text, "\n15B\t/memories\n") || strings.Contains(res.Text, "behind.md") {
 		t.Errorf("the listing:\n%s", res.Text)
+	}
+}
+
+// The log of the whole memory has every store's versions, newest first, and a restore of
+// the whole memory to a time puts back each mount that can be changed too; the read-only
+// mount stays as it is.
+func TestWholeMemoryHistoryWithMounts(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	opt := vfs.WithHistory(vfs.HistoryConfig{Now: func() time.Time { return clock }})
+	team := handlers.New(files.NewMemoryStore(opt), handlers.Limits{})
+	if _, err := team.Write(ctx, "/memories/style.md", []byte("tabs\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	h := handlers.New(files.NewMemoryStore(opt), handlers.Limits{}, handlers.WithMounts(
+		handlers.Mount{Name: "me", Memory: handlers.New(files.NewMemoryStore(opt), handlers.Limits{})},
+		handlers.Mount{Name: "team", Memory: handlers.New(team.Store(), handlers.Limits{}, handlers.ReadOnly())},
+	))
+	write := func(path, text string) {
+		t.Helper()
+		clock = clock.Add(time.Minute)
+		if _, err := h.Write(ctx, path, []byte(text), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("/memories/a.md", "a1\n")
+	write("/memories/me/b.md", "b1\n")
+	before := clock
+	write("/memories/me/b.md", "b2\n")
+	write("/memories/a.md", "a2\n")
+	write("/memories/me/c.md", "c\n")
+
+	vs, err := h.Log(ctx, handlers.LogQuery{N: 4})
+	var got []string
+	for _, v := range vs {
+		got = append(got, fmt.Sprintf("%s@%d", v.Path, v.Seq))
+	}
+	if want := "/memories/me/c.md@3 /memories/a.md@2 /memories/me/b.md@2 /memories/me/b.md@1"; err != nil || strings.Join(got, " ") != want {
+		t.Errorf("log of the whole memory: %v, %v; want %s", got, err, want)
+	}
+
+	clock = clock.Add(time.Minute)
+	res, err := h.RestoreAt(ctx, "/memories", before)
+	if err != nil || res.Version != 3 || len(res.Mounts) != 1 || res.Mounts[0].Top != "/memories/me" || res.Mounts[0].Version != 4 {
+		t.Fatalf("restore of the whole memory: %+v, %v", res, err)
+	}
+	if m := res.Mounts[0]; strings.Join(m.Modified, " ") != "/memories/me/b.md" || strings.Join(m.Deleted, " ") != "/memories/me/c.md" {
+		t.Errorf("the mount's restore: %+v", m)
+	}
+	for path, want := range map[string]string{"/memories/a.md": "a1\n", "/memories/me/b.md": "b1\n", "/memories/team/style.md": "tabs\n"} {
+		if data, _, err := h.Read(ctx, path); err != nil || string(data) != want {
+			t.Errorf("%s after the restore: %q, %v; want %q", path, data, err, want)
+		}
+	}
+	if _, _, err := h.Read(ctx, "/memories/me/c.md"); err == nil {
+		t.Error("/memories/me/c.md, made after the time, is still there")
+	}
+	// A restore of one path stays in its store.
+	if res, err := h.RestoreAt(ctx, "/memories/a.md", clock); err != nil || len(res.Mounts) != 0 {
+		t.Errorf("restore of a file: %+v, %v", res, err)
 	}
 }

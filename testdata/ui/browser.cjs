@@ -365,8 +365,11 @@ async function mounts() {
   const link = env("UI_URL");
   const base = new URL(link).origin;
   const browser = await launch();
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: "en-US", timezoneId: "UTC" })).newPage();
   const bad = watch(page, base);
+  // The seed is over: a second from now, the memory as seeded is the memory "at" t0.
+  await new Promise((r) => setTimeout(r, 1100));
+  const t0 = new Date(Math.floor(Date.now() / 1000) * 1000);
 
   step("the mounts show as top-level folders");
   await page.goto(link);
@@ -390,6 +393,24 @@ async function mounts() {
   await page.keyboard.press("Control+s");
   const me = path.join(env("ROOT_ME"), "prefs.md");
   await until("the edit in the mount's directory", () => fs.readFileSync(me, "utf8") === "Prefers tables.\n");
+
+  step("the activity, loaded again, has the mount's changes; the whole memory goes back to a time, mount included");
+  await page.reload();
+  // Each store numbers its own versions: the main store's #1 and the mount's #1 are two changes.
+  await until("the mount's changes in the activity", async () => {
+    const items = await page.locator("#feed li").allInnerTexts();
+    return items.filter((t) => /prefs\.md/.test(t)).length === 3 && items.filter((t) => /notes\.md/.test(t)).length === 1 && !items.some((t) => / more/.test(t));
+  });
+  const two = (n) => String(n).padStart(2, "0");
+  await page.click("#restore-at", { position: { x: 8, y: 10 } });
+  await page.keyboard.type(two(t0.getUTCMonth() + 1) + two(t0.getUTCDate()) + t0.getUTCFullYear());
+  await page.keyboard.press("Tab");
+  await page.keyboard.type(two(t0.getUTCHours() % 12 || 12) + two(t0.getUTCMinutes()) + two(t0.getUTCSeconds()) + (t0.getUTCHours() < 12 ? "A" : "P"));
+  await page.keyboard.press("Enter");
+  await confirm(page);
+  await until("the mount's file as it was", () => fs.readFileSync(me, "utf8") === "Prefers short answers.\n");
+  await until("the restore's note names the mount", async () => /\/memories\/me version #4/.test(await page.locator("#toast").innerText()));
+  assert.equal(fs.readFileSync(path.join(env("ROOT"), "notes.md"), "utf8"), "main\n");
 
   step("a read-only mount: no edit, delete, new file or restore");
   await (await treeItem(page, "/memories/team")).click();

@@ -712,10 +712,11 @@ async function restore(p, v, at) {
   if (!(await confirmDialog("Restore?", body, "Restore", { danger: true }))) return;
   try {
     const res = await api("restore", null, at ? { path: p, at: at.toISOString() } : { path: p, seq: v.seq });
-    if (!res.Version) toast("Nothing to restore: it is already so.");
+    const all = [res, ...(res.Mounts || [])].filter((r) => r.Version); // the whole memory: its mounts too
+    if (!all.length) toast("Nothing to restore: it is already so.");
     else {
-      const n = (res.Created || []).length + (res.Modified || []).length + (res.Deleted || []).length;
-      toast(`Restored ${n} ${n === 1 ? "file" : "files"} as version #${res.Version}`);
+      const n = all.reduce((n, r) => n + (r.Created || []).length + (r.Modified || []).length + (r.Deleted || []).length, 0);
+      toast(`Restored ${n} ${n === 1 ? "file" : "files"} as ${all.map((r) => (r.Top ? r.Top + " " : "") + "version #" + r.Version).join(", ")}`);
     }
     await loadTree();
     route();
@@ -850,13 +851,16 @@ async function loadFeed() {
   }
   try {
     const vs = (await api("log", { n: 50 })).versions;
-    const bySeq = new Map();
+    // A change is a version of one store: the main store's and each mount's are numbered apart.
+    const byVersion = new Map();
     for (const v of vs) {
-      const e = bySeq.get(v.seq) || { seq: v.seq, time: v.time, actor: v.actor, command: v.command, changes: [] };
+      const m = (state.session.mounts || []).find((m) => v.path === m.path || v.path.startsWith(m.path + "/"));
+      const key = (m ? m.path : "") + "#" + v.seq;
+      const e = byVersion.get(key) || { seq: v.seq, time: v.time, actor: v.actor, command: v.command, changes: [] };
       e.changes.push({ kind: v.kind, path: v.new_path || v.path, from: v.new_path ? v.path : "" });
-      bySeq.set(v.seq, e);
+      byVersion.set(key, e);
     }
-    state.feed = [...bySeq.values()];
+    state.feed = [...byVersion.values()];
     renderFeed();
   } catch (err) {
     failed(err);
