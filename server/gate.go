@@ -330,6 +330,12 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 			}
 		}
 	}
+	if e.notification && e.method == string(mcp.MethodNotificationCancelled) {
+		// It ends a call and waits for nothing: in the queue it would wait behind the very
+		// calls it is sent to end.
+		g.next.ServeHTTP(dw, r)
+		return
+	}
 	if !g.budget.execute(r.Context(), tenant) {
 		busy(w, "requests")
 		return

@@ -166,3 +166,41 @@ func FuzzHeadID(f *testing.F) {
 		}
 	})
 }
+
+// A cancellation never waits for a turn: queued, it would wait behind the very call it ends.
+// Here the one call that may run waits for the store; cancelling it ends it at once.
+func TestCancellationTakesNoTurn(t *testing.T) {
+	store := files.NewMemoryStore()
+	s := New(handlers.New(store, handlers.DefaultLimits()), Config{Version: "test", Logger: zerolog.Nop()})
+	lim := Limits{Requests: 1, PerTenant: 1, Queue: 4, QueuePerTenant: 4, Wait: time.Hour, SmallRequests: 8, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}
+	url := serve(t, s, HTTPOptions{Limits: lim}, "")
+	session := post(t, url+"/mcp", "", "", initBody).Header.Get("Mcp-Session-Id")
+	hold, held := make(chan struct{}), make(chan struct{})
+	go store.Apply(context.Background(), "hold", func(*vfs.Tx) error { close(held); <-hold; return nil })
+	<-held
+	defer close(hold)
+
+	answer := make(chan string, 1)
+	go func() {
+		_, data := call(t, url+"/mcp", session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/c.md","file_text":"x"}}}`)
+		answer <- string(data)
+	}()
+	for s.inflight.Load() == 0 { // the call runs, waiting for the store
+		runtime.Gosched()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds a failure only
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":10}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the cancellation waited for a turn: %v", err)
+	}
+	resp.Body.Close()
+	if a := <-answer; !strings.Contains(a, `"id":10,`) || !strings.Contains(a, `"isError":true`) {
+		t.Errorf("the cancelled call's answer: %s", a)
+	}
+}
