@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,15 +84,7 @@ func TestBudgetQueue(t *testing.T) {
 // Over HTTP: while one call runs and one waits, a third gets 503 with Retry-After; the
 // two are served once the store is free.
 func TestQueueFullGets503(t *testing.T) {
-	store := files.NewMemoryStore()
-	s := New(handlers.New(store, handlers.DefaultLimits()), Config{Version: "test", Logger: zerolog.Nop()})
-	lim := Limits{Requests: 1, PerTenant: 1, Queue: 1, QueuePerTenant: 1, Wait: time.Hour, SmallRequests: 8, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}
-	url := serve(t, s, HTTPOptions{Limits: lim}, "")
-	session := post(t, url+"/mcp", "", "", initBody).Header.Get("Mcp-Session-Id")
-
-	hold, held := make(chan struct{}), make(chan struct{})
-	go store.Apply(context.Background(), "hold", func(*vfs.Tx) error { close(held); <-hold; return nil })
-	<-held
+	_, url, session, release := oneCallAtATime(t, 1)
 	type answer struct {
 		status int
 		retry  string
@@ -120,7 +113,7 @@ func TestQueueFullGets503(t *testing.T) {
 	if first.status != http.StatusServiceUnavailable || first.retry == "" {
 		t.Errorf("the call beyond the queue: %d, Retry-After %q: %s", first.status, first.retry, first.body)
 	}
-	close(hold)
+	release()
 	for range 2 {
 		if a := <-answers; a.status != 200 || !strings.Contains(a.body, "File created successfully") {
 			t.Errorf("a call that waited: %d %s", a.status, a.body)
@@ -170,15 +163,7 @@ func FuzzHeadID(f *testing.F) {
 // A cancellation never waits for a turn: queued, it would wait behind the very call it ends.
 // Here the one call that may run waits for the store; cancelling it ends it at once.
 func TestCancellationTakesNoTurn(t *testing.T) {
-	store := files.NewMemoryStore()
-	s := New(handlers.New(store, handlers.DefaultLimits()), Config{Version: "test", Logger: zerolog.Nop()})
-	lim := Limits{Requests: 1, PerTenant: 1, Queue: 4, QueuePerTenant: 4, Wait: time.Hour, SmallRequests: 8, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}
-	url := serve(t, s, HTTPOptions{Limits: lim}, "")
-	session := post(t, url+"/mcp", "", "", initBody).Header.Get("Mcp-Session-Id")
-	hold, held := make(chan struct{}), make(chan struct{})
-	go store.Apply(context.Background(), "hold", func(*vfs.Tx) error { close(held); <-hold; return nil })
-	<-held
-	defer close(hold)
+	s, url, session, _ := oneCallAtATime(t, 4)
 
 	answer := make(chan string, 1)
 	go func() {
@@ -203,4 +188,21 @@ func TestCancellationTakesNoTurn(t *testing.T) {
 	if a := <-answer; !strings.Contains(a, `"id":10,`) || !strings.Contains(a, `"isError":true`) {
 		t.Errorf("the cancelled call's answer: %s", a)
 	}
+}
+
+// oneCallAtATime serves a memory store over HTTP with room for one call at a time and queue
+// places for more, opens a session, and holds the store until release: a call then runs,
+// waiting for the store.
+func oneCallAtATime(t *testing.T, queue int) (s *Server, url, session string, release func()) {
+	store := files.NewMemoryStore()
+	s = New(handlers.New(store, handlers.DefaultLimits()), Config{Version: "test", Logger: zerolog.Nop()})
+	lim := Limits{Requests: 1, PerTenant: 1, Queue: queue, QueuePerTenant: queue, Wait: time.Hour, SmallRequests: 8, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 4}
+	url = serve(t, s, HTTPOptions{Limits: lim}, "")
+	session = post(t, url+"/mcp", "", "", initBody).Header.Get("Mcp-Session-Id")
+	hold, held := make(chan struct{}), make(chan struct{})
+	go store.Apply(context.Background(), "hold", func(*vfs.Tx) error { close(held); <-hold; return nil })
+	<-held
+	release = sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	return s, url, session, release
 }
