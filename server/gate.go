@@ -29,8 +29,9 @@ import (
 //  2. The bearer token, when there are tenants: checked before any byte of the body is
 //     read; without a valid one, 401 and the connection is closed.
 //  3. Room: a request takes a share of the work-in-flight budget (by count and body size,
-//     globally and per tenant), a stream a share of the stream budget; without room, 503
-//     with Retry-After.
+//     globally and per tenant), a stream a share of the stream budget; without room, it
+//     waits its turn, and beyond the queue gets 503 with Retry-After. A cancellation takes
+//     no turn.
 //  4. The body, read whole under a deadline and a size cap (413).
 //  5. Writes with a deadline each, so a client that stops reading is disconnected.
 type gate struct {
@@ -361,8 +362,9 @@ func modernRequest(r *http.Request, body []byte) bool {
 }
 
 // deadlineWriter gives every write of a response a deadline, so a client that stops
-// reading is disconnected instead of holding the server's memory, and strips a wildcard
-// Access-Control-Allow-Origin (mcp-go's SSE transport sets one; the gate decides origins).
+// reading is disconnected instead of holding the server's memory, and puts the page's own
+// origin, or none, in place of the wildcard Access-Control-Allow-Origin that mcp-go's SSE
+// transport sets (the gate decides origins).
 // On a legacy SSE stream it also learns the session's id from the endpoint event and counts
 // the responses it delivers.
 type deadlineWriter struct {
