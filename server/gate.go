@@ -46,6 +46,46 @@ type gate struct {
 	mu      sync.Mutex
 	sse     map[string]*sseStream                   // legacy SSE sessions by id: their responses not yet sent
 	streams map[string]map[*context.CancelFunc]bool // open event streams by tenant, to end them
+	waiting map[string]*context.CancelFunc          // calls waiting for their turn, by callKey
+}
+
+// callKey names a call of a session (of a tenant) by its id, as notifications/cancelled
+// names it; "" for a call that a cancellation cannot name (no session, no id).
+func callKey(tenant, session string, id json.RawMessage) string {
+	k := idKey(id)
+	if session == "" || k == "" {
+		return ""
+	}
+	return tenant + "\x00" + session + "\x00" + k
+}
+
+// waitTurn waits for the call's turn to execute (see budget.execute); a cancellation of the
+// call by its client meanwhile ends the wait, and cancelled says so: the call never runs.
+func (g *gate) waitTurn(r *http.Request, tenant, key string) (ok, cancelled bool) {
+	if key == "" {
+		return g.budget.execute(r.Context(), tenant), false
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	g.mu.Lock()
+	g.waiting[key] = &cancel // a client that sends one id twice at once cancels the later
+	g.mu.Unlock()
+	ok = g.budget.execute(ctx, tenant)
+	g.mu.Lock()
+	if g.waiting[key] == &cancel {
+		delete(g.waiting, key)
+	}
+	g.mu.Unlock()
+	return ok, !ok && r.Context().Err() == nil && ctx.Err() != nil
+}
+
+// cancelWaiting ends the wait of the call a cancellation names, if it waits for its turn.
+func (g *gate) cancelWaiting(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cancel := g.waiting[key]; cancel != nil {
+		(*cancel)()
+	}
 }
 
 // smallBodyTimeout is how long a small body may take to arrive.
@@ -300,14 +340,18 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		g.serveStream(w, r, tenant)
 		return
 	}
+	var owed *sseStream // the SSE session whose slot this call took
 	if r.URL.Path == "/message" {
 		// The response goes out on the client's SSE stream, after this request has ended:
 		// a call waits for room among the responses the stream owes. A listen stream takes
 		// one of the tenant's event streams too, as over Streamable HTTP.
 		st := g.sseSession(r.URL.Query().Get("sessionId"))
-		if st != nil && owesResponse(body) && !st.take(r.Context(), g.opts.Limits) {
-			busy(w, "responses waiting for this SSE client")
-			return
+		if st != nil && owesResponse(body) {
+			if !st.take(r.Context(), g.opts.Limits) {
+				busy(w, "responses waiting for this SSE client")
+				return
+			}
+			owed = st
 		}
 		var head struct {
 			ID     json.RawMessage `json:"id"`
@@ -333,12 +377,33 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	if e.notification && e.method == string(mcp.MethodNotificationCancelled) {
 		// It ends a call and waits for nothing: in the queue it would wait behind the very
-		// calls it is sent to end.
+		// calls it is sent to end. A call still waiting for its turn never runs.
+		var cancelled struct {
+			Params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &cancelled) == nil {
+			g.cancelWaiting(callKey(tenant, sessionOf(r), cancelled.Params.RequestID))
+		}
 		g.next.ServeHTTP(dw, r)
 		return
 	}
-	if !g.budget.execute(r.Context(), tenant) {
-		busy(w, "requests")
+	ok, cancelled := g.waitTurn(r, tenant, callKey(tenant, sessionOf(r), json.RawMessage(e.id)))
+	if !ok {
+		if owed != nil {
+			owed.delivered() // no response will go out for it
+		}
+		switch {
+		case cancelled && r.URL.Path == "/message":
+			w.WriteHeader(http.StatusAccepted)
+		case cancelled:
+			data, _ := json.Marshal(errorResponse(headID(body), mcp.REQUEST_INTERRUPTED, "Request cancelled by the client before it ran"))
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(data)
+		default:
+			busy(w, "requests")
+		}
 		return
 	}
 	defer g.budget.done(tenant)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strconv"
@@ -907,4 +908,39 @@ func TestHTTPRequestWithoutSession(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"memory_view"`) {
 		t.Errorf("a 2026-07-28 request: %d %s", resp.StatusCode, data)
 	}
+}
+
+// A legacy SSE call refused a turn to run (503) gives back the slot it took among the
+// responses its stream owes: no response will go out for it, and a session whose slots
+// leaked so would wait for good.
+func TestSSESlotBackWhenRefusedATurn(t *testing.T) {
+	started, block := make(chan struct{}), make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if body, _ := io.ReadAll(r.Body); strings.Contains(string(body), `"block"`) {
+			close(started)
+			<-block
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	lim := Limits{Requests: 1, PerTenant: 1, Wait: time.Hour, SmallRequests: 8, RequestBytes: 1 << 20, Streams: 4, StreamsPerTenant: 4, Pending: 2}
+	g := &gate{next: next, opts: HTTPOptions{Limits: lim, MaxRequestBytes: 1 << 20}, budget: newBudget(lim),
+		sse: map[string]*sseStream{}, waiting: map[string]*context.CancelFunc{}}
+	st := &sseStream{pending: make(chan struct{}, lim.Pending), listens: map[*sseListen]bool{}}
+	g.sse["s"] = st
+	message := func(body string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/message?sessionId=s", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
+	go g.servePost(httptest.NewRecorder(), message(`{"jsonrpc":"2.0","id":1,"method":"block"}`), "")
+	<-started // it holds the one turn, and one slot
+	rec := httptest.NewRecorder()
+	g.servePost(rec, message(`{"jsonrpc":"2.0","id":2,"method":"ping"}`), "")
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a call with no room to run: %d", rec.Code)
+	}
+	if n := len(st.pending); n != 1 {
+		t.Errorf("%d responses owed, want 1: the refused call kept its slot", n)
+	}
+	close(block)
 }

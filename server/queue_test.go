@@ -165,11 +165,7 @@ func FuzzHeadID(f *testing.F) {
 func TestCancellationTakesNoTurn(t *testing.T) {
 	s, url, session, _ := oneCallAtATime(t, 4)
 
-	answer := make(chan string, 1)
-	go func() {
-		_, data := call(t, url+"/mcp", session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/c.md","file_text":"x"}}}`)
-		answer <- string(data)
-	}()
+	answer := callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/c.md","file_text":"x"}}}`)
 	for s.inflight.Load() == 0 { // the call runs, waiting for the store
 		runtime.Gosched()
 	}
@@ -190,6 +186,39 @@ func TestCancellationTakesNoTurn(t *testing.T) {
 	}
 }
 
+// A call that waits for its turn and is cancelled by its client never runs: its wait ends,
+// it is answered -32800 at once, and nothing it would have changed is changed.
+func TestCancelledWhileWaitingNeverRuns(t *testing.T) {
+	s, url, session, release := oneCallAtATime(t, 4)
+	callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
+	for s.inflight.Load() == 0 { // it runs, waiting for the store; the next waits for its turn
+		runtime.Gosched()
+	}
+	answer := callAsync(url, session, `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/b.md","file_text":"x"}}}`)
+	const want = `{"jsonrpc":"2.0","id":11,"error":{"code":-32800,"message":"Request cancelled by the client before it ran"}}`
+	deadline := time.After(10 * time.Second) // bounds a failure only
+	for got := ""; got != want; {
+		// Again until it is answered: a cancellation may come before the call waits.
+		call(t, url+"/mcp", session, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":11}}`)
+		select {
+		case got = <-answer:
+			if got != want {
+				t.Fatalf("the cancelled call: %s, want %s", got, want)
+			}
+		case <-deadline:
+			t.Fatal("the cancelled call still waits for its turn")
+		default:
+			runtime.Gosched()
+		}
+	}
+	release()
+	// A call after it runs after it, had it waited on: b.md is not there by then.
+	call(t, url+"/mcp", session, `{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/c.md","file_text":"x"}}}`)
+	if _, data := call(t, url+"/mcp", session, `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`); strings.Contains(string(data), "b.md") || !strings.Contains(string(data), "c.md") {
+		t.Errorf("after the cancelled call: %s", data)
+	}
+}
+
 // oneCallAtATime serves a memory store over HTTP with room for one call at a time and queue
 // places for more, opens a session, and holds the store until release: a call then runs,
 // waiting for the store.
@@ -205,4 +234,26 @@ func oneCallAtATime(t *testing.T, queue int) (s *Server, url, session string, re
 	release = sync.OnceFunc(func() { close(hold) })
 	t.Cleanup(release)
 	return s, url, session, release
+}
+
+// callAsync sends one message in session from a goroutine of its own, and gives its answer's
+// body (or the error that stopped it) on the channel.
+func callAsync(url, session, body string) <-chan string {
+	answer := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answer <- string(data)
+	}()
+	return answer
 }

@@ -197,6 +197,7 @@ func (s *Server) httpHandler(ctx context.Context, opts *HTTPOptions, httpServer 
 		budget:   newBudget(opts.Limits),
 		sse:      map[string]*sseStream{},
 		streams:  map[string]map[*context.CancelFunc]bool{},
+		waiting:  map[string]*context.CancelFunc{},
 	}
 	g.cors = newCORS(http.HandlerFunc(g.serveMCP))
 	end := g.endStreams
