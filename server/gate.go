@@ -340,6 +340,16 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		g.serveStream(w, r, tenant)
 		return
 	}
+	var cancels json.RawMessage // the id of the call a notifications/cancelled ends
+	if e.notification && e.method == string(mcp.MethodNotificationCancelled) {
+		var n struct {
+			Params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			} `json:"params"`
+		}
+		json.Unmarshal(body, &n) // what does not decode names no call
+		cancels = n.Params.RequestID
+	}
 	var owed *sseStream // the SSE session whose slot this call took
 	if r.URL.Path == "/message" {
 		// The response goes out on the client's SSE stream, after this request has ended:
@@ -353,39 +363,22 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 			}
 			owed = st
 		}
-		var head struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				RequestID json.RawMessage `json:"requestId"`
-			} `json:"params"`
-		}
-		if st != nil && (listen || bytes.Contains(body, []byte(mcp.MethodNotificationCancelled))) {
-			json.Unmarshal(body, &head) // what does not decode is no cancellation, and a listen's id ""
-			switch {
-			case listen && !g.budget.stream(tenant):
-				st.delivered()
-				busy(w, "event streams")
-				return
-			case listen:
-				l := st.listen(idKey(head.ID), func() { g.budget.endStream(tenant) })
-				r = r.WithContext(context.WithValue(r.Context(), sseListenKey{}, l))
-			case head.Method == string(mcp.MethodNotificationCancelled) && head.ID == nil:
-				st.cancel(idKey(head.Params.RequestID))
-			}
+		switch {
+		case st != nil && listen && !g.budget.stream(tenant):
+			st.delivered()
+			busy(w, "event streams")
+			return
+		case st != nil && listen:
+			l := st.listen(idKey(json.RawMessage(e.id)), func() { g.budget.endStream(tenant) })
+			r = r.WithContext(context.WithValue(r.Context(), sseListenKey{}, l))
+		case st != nil && cancels != nil:
+			st.cancel(idKey(cancels))
 		}
 	}
-	if e.notification && e.method == string(mcp.MethodNotificationCancelled) {
+	if cancels != nil {
 		// It ends a call and waits for nothing: in the queue it would wait behind the very
 		// calls it is sent to end. A call still waiting for its turn never runs.
-		var cancelled struct {
-			Params struct {
-				RequestID json.RawMessage `json:"requestId"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(body, &cancelled) == nil {
-			g.cancelWaiting(callKey(tenant, sessionOf(r), cancelled.Params.RequestID))
-		}
+		g.cancelWaiting(callKey(tenant, sessionOf(r), cancels))
 		g.next.ServeHTTP(dw, r)
 		return
 	}
