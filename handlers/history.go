@@ -317,7 +317,12 @@ func (h *Memory) RestoreAt(ctx context.Context, path string, t time.Time) (Resto
 			continue
 		}
 		r, err := h.restore(ctx, m.Memory.top, target)
-		if err != nil {
+		var refusal *Refusal
+		switch {
+		case errors.As(err, &refusal): // a refusal people read whole: it names the mount
+			errs = append(errs, refuse("the rest of the memory was restored, but %s was not: %s", m.Memory.top, refusal.Msg))
+			continue
+		case err != nil:
 			errs = append(errs, fmt.Errorf("the rest of the memory was restored, but %s was not: %w", m.Memory.top, err))
 			continue
 		}

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -281,5 +282,30 @@ func TestWholeMemoryHistoryWithMounts(t *testing.T) {
 	// A restore of one path stays in its store.
 	if res, err := h.RestoreAt(ctx, "/memories/a.md", clock); err != nil || len(res.Mounts) != 0 {
 		t.Errorf("restore of a file: %+v, %v", res, err)
+	}
+
+	// A mount that cannot go back (over its store limit then) is named; the rest goes back.
+	seed := handlers.New(files.NewMemoryStore(opt), handlers.Limits{})
+	h = handlers.New(files.NewMemoryStore(opt), handlers.Limits{}, handlers.WithMounts(
+		handlers.Mount{Name: "small", Memory: handlers.New(seed.Store(), handlers.Limits{MaxStoreBytes: 4})},
+	))
+	write("/memories/a.md", "a\n")
+	clock = clock.Add(time.Minute)
+	if _, err := seed.Write(ctx, "/memories/big.md", []byte("12345678"), nil); err != nil {
+		t.Fatal(err)
+	}
+	before = clock
+	write("/memories/a.md", "b\n")
+	clock = clock.Add(time.Minute)
+	if _, err := seed.Remove(ctx, "/memories/big.md", nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.RestoreAt(ctx, "/memories", before)
+	var refusal *handlers.Refusal
+	if !errors.As(err, &refusal) || !strings.HasPrefix(refusal.Msg, "the rest of the memory was restored, but /memories/small was not: ") || res.Version == 0 {
+		t.Errorf("restore with a mount that cannot go back: %+v, %v", res, err)
+	}
+	if data, _, err := h.Read(ctx, "/memories/a.md"); err != nil || string(data) != "a\n" {
+		t.Errorf("the main store after it: %q, %v", data, err)
 	}
 }
