@@ -30,8 +30,8 @@ import (
 //     read; without a valid one, 401 and the connection is closed.
 //  3. Room: a request takes a share of the work-in-flight budget (by count and body size,
 //     globally and per tenant), a stream a share of the stream budget; without room, it
-//     waits its turn, and beyond the queue gets 503 with Retry-After. A cancellation takes
-//     no turn.
+//     waits its turn, and beyond the queue gets 503 with Retry-After. A cancellation or a
+//     ping takes no turn.
 //  4. The body, read whole under a deadline and a size cap (413).
 //  5. Writes with a deadline each, so a client that stops reading is disconnected.
 type gate struct {
@@ -380,6 +380,10 @@ func (g *gate) servePost(w http.ResponseWriter, r *http.Request, tenant string) 
 		// calls it is sent to end. A call still waiting for its turn never runs.
 		g.cancelWaiting(callKey(tenant, sessionOf(r), cancels))
 		g.next.ServeHTTP(dw, r)
+		return
+	}
+	if e.method == string(mcp.MethodPing) {
+		g.next.ServeHTTP(dw, r) // it asks whether the server is there: answered at once, however busy
 		return
 	}
 	ok, cancelled := g.waitTurn(r, tenant, callKey(tenant, sessionOf(r), json.RawMessage(e.id)))

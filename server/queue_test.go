@@ -219,6 +219,23 @@ func TestCancelledWhileWaitingNeverRuns(t *testing.T) {
 	}
 }
 
+// A ping takes no turn either: it is answered at once while every turn is taken.
+func TestPingTakesNoTurn(t *testing.T) {
+	s, url, session, _ := oneCallAtATime(t, 4)
+	callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
+	for s.inflight.Load() == 0 { // it runs, waiting for the store
+		runtime.Gosched()
+	}
+	select {
+	case got := <-callAsync(url, session, `{"jsonrpc":"2.0","id":11,"method":"ping"}`):
+		if !strings.Contains(got, `{"jsonrpc":"2.0","id":11,"result":{}}`) {
+			t.Errorf("the ping: %s", got)
+		}
+	case <-time.After(10 * time.Second): // bounds a failure only
+		t.Fatal("the ping waits for a turn")
+	}
+}
+
 // oneCallAtATime serves a memory store over HTTP with room for one call at a time and queue
 // places for more, opens a session, and holds the store until release: a call then runs,
 // waiting for the store.
