@@ -935,7 +935,7 @@ func TestSSESlotBackWhenRefusedATurn(t *testing.T) {
 	go g.servePost(httptest.NewRecorder(), message(`{"jsonrpc":"2.0","id":1,"method":"block"}`), "")
 	<-started // it holds the one turn, and one slot
 	rec := httptest.NewRecorder()
-	g.servePost(rec, message(`{"jsonrpc":"2.0","id":2,"method":"ping"}`), "")
+	g.servePost(rec, message(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`), "")
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("a call with no room to run: %d", rec.Code)
 	}
