@@ -85,29 +85,9 @@ func TestBudgetQueue(t *testing.T) {
 // two are served once the store is free.
 func TestQueueFullGets503(t *testing.T) {
 	_, url, session, release := oneCallAtATime(t, 1)
-	type answer struct {
-		status int
-		retry  string
-		body   string
-	}
 	answers := make(chan answer, 3)
 	for i := range 3 {
-		go func() {
-			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/q%d.md","file_text":"x"}}}`, i+10, i)
-			req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				answers <- answer{body: err.Error()}
-				return
-			}
-			data, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			answers <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(data)}
-		}()
+		callAsync(url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/q%d.md","file_text":"x"}}}`, i+10, i), answers)
 	}
 	first := <-answers
 	if first.status != http.StatusServiceUnavailable || first.retry == "" {
@@ -165,24 +145,20 @@ func FuzzHeadID(f *testing.F) {
 func TestCancellationTakesNoTurn(t *testing.T) {
 	s, url, session, _ := oneCallAtATime(t, 4)
 
-	answer := callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/c.md","file_text":"x"}}}`)
+	calls := make(chan answer, 1)
+	callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/c.md","file_text":"x"}}}`, calls)
 	for s.inflight.Load() == 0 { // the call runs, waiting for the store
 		runtime.Gosched()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds a failure only
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":10}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", session)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("the cancellation waited for a turn: %v", err)
+	cancelled := make(chan answer, 1)
+	callAsync(url, session, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":10}}`, cancelled)
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second): // bounds a failure only
+		t.Fatal("the cancellation waits for a turn")
 	}
-	resp.Body.Close()
-	if a := <-answer; !strings.Contains(a, `"id":10,`) || !strings.Contains(a, `"isError":true`) {
-		t.Errorf("the cancelled call's answer: %s", a)
+	if a := <-calls; !strings.Contains(a.body, `"id":10,`) || !strings.Contains(a.body, `"isError":true`) {
+		t.Errorf("the cancelled call's answer: %s", a.body)
 	}
 }
 
@@ -190,19 +166,20 @@ func TestCancellationTakesNoTurn(t *testing.T) {
 // it is answered -32800 at once, and nothing it would have changed is changed.
 func TestCancelledWhileWaitingNeverRuns(t *testing.T) {
 	s, url, session, release := oneCallAtATime(t, 4)
-	callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
+	callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`, make(chan answer, 1))
 	for s.inflight.Load() == 0 { // it runs, waiting for the store; the next waits for its turn
 		runtime.Gosched()
 	}
-	answer := callAsync(url, session, `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/b.md","file_text":"x"}}}`)
+	waiting := make(chan answer, 1)
+	callAsync(url, session, `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/b.md","file_text":"x"}}}`, waiting)
 	const want = `{"jsonrpc":"2.0","id":11,"error":{"code":-32800,"message":"Request cancelled by the client before it ran"}}`
 	deadline := time.After(10 * time.Second) // bounds a failure only
 	for got := ""; got != want; {
 		// Again until it is answered: a cancellation may come before the call waits.
 		call(t, url+"/mcp", session, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":11}}`)
 		select {
-		case got = <-answer:
-			if got != want {
+		case a := <-waiting:
+			if got = a.body; got != want {
 				t.Fatalf("the cancelled call: %s, want %s", got, want)
 			}
 		case <-deadline:
@@ -222,14 +199,16 @@ func TestCancelledWhileWaitingNeverRuns(t *testing.T) {
 // A ping takes no turn either: it is answered at once while every turn is taken.
 func TestPingTakesNoTurn(t *testing.T) {
 	s, url, session, _ := oneCallAtATime(t, 4)
-	callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`)
+	callAsync(url, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/a.md","file_text":"x"}}}`, make(chan answer, 1))
 	for s.inflight.Load() == 0 { // it runs, waiting for the store
 		runtime.Gosched()
 	}
+	pong := make(chan answer, 1)
+	callAsync(url, session, `{"jsonrpc":"2.0","id":11,"method":"ping"}`, pong)
 	select {
-	case got := <-callAsync(url, session, `{"jsonrpc":"2.0","id":11,"method":"ping"}`):
-		if !strings.Contains(got, `{"jsonrpc":"2.0","id":11,"result":{}}`) {
-			t.Errorf("the ping: %s", got)
+	case a := <-pong:
+		if !strings.Contains(a.body, `{"jsonrpc":"2.0","id":11,"result":{}}`) {
+			t.Errorf("the ping: %s", a.body)
 		}
 	case <-time.After(10 * time.Second): // bounds a failure only
 		t.Fatal("the ping waits for a turn")
@@ -253,10 +232,17 @@ func oneCallAtATime(t *testing.T, queue int) (s *Server, url, session string, re
 	return s, url, session, release
 }
 
-// callAsync sends one message in session from a goroutine of its own, and gives its answer's
-// body (or the error that stopped it) on the channel.
-func callAsync(url, session, body string) <-chan string {
-	answer := make(chan string, 1)
+// answer is what an HTTP request got: its status, its Retry-After and its body (or the
+// error that stopped it).
+type answer struct {
+	status int
+	retry  string
+	body   string
+}
+
+// callAsync sends one message in session from a goroutine of its own, and gives what it
+// got on to.
+func callAsync(url, session, body string, to chan<- answer) {
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -265,12 +251,11 @@ func callAsync(url, session, body string) <-chan string {
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			answer <- err.Error()
+			to <- answer{body: err.Error()}
 			return
 		}
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		answer <- string(data)
+		to <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(data)}
 	}()
-	return answer
 }
