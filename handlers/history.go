@@ -317,13 +317,15 @@ func (h *Memory) RestoreAt(ctx context.Context, path string, t time.Time) (Resto
 			continue
 		}
 		r, err := h.restore(ctx, m.Memory.top, target)
-		var refusal *Refusal
-		switch {
-		case errors.As(err, &refusal): // a refusal people read whole: it names the mount
-			errs = append(errs, refuse("the rest of the memory was restored, but %s was not: %s", m.Memory.top, refusal.Msg))
-			continue
-		case err != nil:
-			errs = append(errs, fmt.Errorf("the rest of the memory was restored, but %s was not: %w", m.Memory.top, err))
+		if err != nil {
+			what := "the rest of the memory was restored, but " + m.Memory.top + " was not"
+			var refusal *Refusal
+			if errors.As(err, &refusal) { // a refusal people read whole: it names the mount
+				err = refuse("%s: %s", what, refusal.Msg)
+			} else {
+				err = fmt.Errorf("%s: %w", what, err)
+			}
+			errs = append(errs, err)
 			continue
 		}
 		r.Top = m.Memory.top
