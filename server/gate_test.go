@@ -414,8 +414,9 @@ func TestOriginOnEveryListener(t *testing.T) {
 		}
 	}
 	url, _ := testGate(t, HTTPOptions{}, nil, "")
-	if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "http://localhost:5173"); resp.StatusCode != 200 {
-		t.Errorf("loopback listener, local page: %d", resp.StatusCode)
+	if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "http://localhost:5173"); resp.StatusCode != 200 ||
+		resp.Header.Get("Access-Control-Allow-Origin") != "http://localhost:5173" {
+		t.Errorf("loopback listener, local page: %d, ACAO %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 	if resp := post(t, url+"/mcp", "", "", initBody, "Origin", "https://evil.example"); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("loopback listener, foreign page: %d", resp.StatusCode)
