@@ -207,14 +207,23 @@ func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx
 			<-calls.listens // before the answer: the client may open another once it has it
 			w.write(resp)
 		}()
+	case method == string(mcp.MethodPing):
+		w.write(s.handle(reqCtx, line, method)) // whether the server is there: answered at once, however busy
 	default:
 		ctx, end, ok := calls.start(reqCtx, id, int64(len(line)))
 		if !ok {
 			return // stopping: nothing new starts
 		}
-		calls.run(func() {
+		calls.run(ctx, func() {
 			defer end()
 			w.write(s.handle(ctx, line, method))
+		}, func() {
+			defer end()
+			if reqCtx.Err() != nil {
+				w.write(errorResponse(headID(line), serverBusy, "Service stopping: the request did not run; send it again once the server is back"))
+			} else {
+				w.write(errorResponse(headID(line), mcp.REQUEST_INTERRUPTED, "Request cancelled by the client before it ran"))
+			}
 		})
 	}
 }
@@ -227,14 +236,16 @@ func (k *jsonKind) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// stdioCalls are the requests running: a slot each, their lines' bytes (together at most
-// one line's bound, since a call holds several times its line while it runs), and their
+// stdioCalls are the requests begun: a slot each while they run (up to maxStdioWaiting more
+// wait for one, beyond which reading waits), their lines' bytes (together at most one
+// line's bound, since a call holds several times its line while it runs), and their
 // cancellation by id, so that notifications/cancelled can end one; once stopped, none
 // starts, and idle is closed when the last one ends. They run on a pool of workers that
 // live as long as the input (their stacks grown already), one more started only when none
 // is free.
 type stdioCalls struct {
 	slots    chan struct{}
+	waits    chan struct{} // a place each for the calls waiting for a slot
 	listens  chan struct{} // a slot each for the subscriptions/listen streams open
 	bytes    *semaphore.Weighted
 	maxBytes int64
@@ -247,27 +258,25 @@ type stdioCalls struct {
 	idle     chan struct{}
 }
 
+// maxStdioWaiting bounds the calls that wait for a slot over stdio, as a client's over HTTP.
+const maxStdioWaiting = 256
+
 func newStdioCalls(maxLine int64) *stdioCalls {
-	return &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), listens: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{}),
-		bytes: semaphore.NewWeighted(maxLine), maxBytes: maxLine}
+	return &stdioCalls{cancel: map[string]*context.CancelFunc{}, slots: make(chan struct{}, maxStdioRequests), waits: make(chan struct{}, maxStdioWaiting),
+		listens: make(chan struct{}, maxStdioRequests), jobs: make(chan func()), idle: make(chan struct{}), bytes: semaphore.NewWeighted(maxLine), maxBytes: maxLine}
 }
 
-// start takes a slot and room for the size bytes of request id's line (waiting for both)
-// and begins the request.
+// start takes room for the size bytes of request id's line (waiting for it) and begins the
+// request.
 func (c *stdioCalls) start(parent context.Context, id string, size int64) (ctx context.Context, end func(), ok bool) {
 	size = min(size, c.maxBytes)
 	c.bytes.Acquire(context.Background(), size)
-	c.slots <- struct{}{}
-	release := func() {
-		<-c.slots
-		c.bytes.Release(size)
-	}
 	ctx, done, ok := c.begin(parent, id)
 	if !ok {
-		release()
+		c.bytes.Release(size)
 		return nil, nil, false
 	}
-	return ctx, func() { release(); done() }, true
+	return ctx, func() { c.bytes.Release(size); done() }, true
 }
 
 // begin returns the context of request id, which notifications/cancelled for id ends, and
@@ -296,9 +305,44 @@ func (c *stdioCalls) begin(parent context.Context, id string) (ctx context.Conte
 	}, true
 }
 
-// run runs job on a free worker, or on a new one when none is free and fewer than the
+// run runs job, the call of ctx, once it has a slot, in turn. With every slot taken it waits
+// on a goroutine of its own, so that reading goes on (a cancellation or a ping is read at
+// once); if ctx ends before its turn comes, refused runs instead.
+func (c *stdioCalls) run(ctx context.Context, job, refused func()) {
+	withSlot := func() {
+		defer func() { <-c.slots }()
+		job()
+	}
+	if len(c.waits) == 0 { // none waits before it
+		select {
+		case c.slots <- struct{}{}:
+			c.hand(withSlot)
+			return
+		default:
+		}
+	}
+	c.waits <- struct{}{}
+	go func() {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			<-c.waits
+			refused()
+			return
+		}
+		<-c.waits
+		if ctx.Err() != nil {
+			<-c.slots
+			refused()
+			return
+		}
+		withSlot()
+	}()
+}
+
+// hand runs job on a free worker, or on a new one when none is free and fewer than the
 // slots are started; else the next worker to be free takes it.
-func (c *stdioCalls) run(job func()) {
+func (c *stdioCalls) hand(job func()) {
 	select {
 	case c.jobs <- job:
 		return

@@ -7,14 +7,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/rs/zerolog"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
@@ -225,6 +229,60 @@ func TestStdioCallsBoundTheirBytes(t *testing.T) {
 	endBig()
 	if !c.bytes.TryAcquire(600) {
 		t.Fatal("the room was not given back")
+	}
+}
+
+// With every slot of a stdio client taken (its calls wait for the store), reading goes on:
+// a ping is answered at once, and a call that waits for a slot, once cancelled, is answered
+// -32800 and never runs.
+func TestStdioReadsOnWhileEverySlotIsTaken(t *testing.T) {
+	store := files.NewMemoryStore()
+	s := New(handlers.New(store, handlers.DefaultLimits()), Config{Version: "test", Logger: zerolog.Nop()})
+	inR, inW := io.Pipe()
+	lines, done := serveStdioTest(s, inR)
+	// Written on their own goroutine: with reading held up, a write would wait for good.
+	send := make(chan string, maxStdioRequests+8)
+	go func() {
+		for l := range send {
+			fmt.Fprintln(inW, l)
+		}
+		inW.Close()
+	}()
+	send <- `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	awaitAnswer(t, lines, "0", func(stdioLine) {})
+	hold, held := make(chan struct{}), make(chan struct{})
+	go store.Apply(context.Background(), "hold", func(*vfs.Tx) error { close(held); <-hold; return nil })
+	<-held
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	const create = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/f%d.md","file_text":"x"}}}`
+	for id := 1; id <= maxStdioRequests; id++ {
+		send <- fmt.Sprintf(create, id, id)
+	}
+	for s.inflight.Load() < maxStdioRequests { // every slot taken, each call waiting for the store
+		runtime.Gosched()
+	}
+	waiting := maxStdioRequests + 1
+	send <- fmt.Sprintf(create, waiting, waiting)
+	send <- `{"jsonrpc":"2.0","id":100,"method":"ping"}`
+	if got := awaitAnswer(t, lines, "100", func(l stdioLine) { t.Errorf("before the ping's answer: %s", l.text) }); got.text != `{"jsonrpc":"2.0","id":100,"result":{}}` {
+		t.Errorf("the ping: %s", got.text)
+	}
+	send <- fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, waiting)
+	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32800,"message":"Request cancelled by the client before it ran"}}`, waiting)
+	if got := awaitAnswer(t, lines, fmt.Sprint(waiting), func(l stdioLine) { t.Errorf("before the cancelled call's answer: %s", l.text) }); got.text != want {
+		t.Errorf("the cancelled call: %s, want %s", got.text, want)
+	}
+	release()
+	send <- `{"jsonrpc":"2.0","id":101,"method":"tools/call","params":{"name":"memory_view","arguments":{"path":"/memories"}}}`
+	close(send)
+	for l := range lines {
+		if strings.Contains(l.text, `"id":101,`) && (strings.Contains(l.text, fmt.Sprintf("f%d.md", waiting)) || !strings.Contains(l.text, fmt.Sprintf("f%d.md", maxStdioRequests))) {
+			t.Errorf("after the cancelled call: %s", l.text)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
 
