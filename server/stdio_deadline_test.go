@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -99,8 +100,12 @@ func TestStdioStopCancelsAStuckCall(t *testing.T) {
 	lock()
 	defer unlock()
 	send(createCall("1"))
+	// Every other slot taken too, and one call more, which waits for a slot until the stop.
+	for id := 3; id <= maxStdioRequests+2; id++ {
+		send(createCall(fmt.Sprint(id)))
+	}
 	send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-	awaitAnswer(t, lines, "2", func(stdioLine) {}) // read after the call: the call is running
+	awaitAnswer(t, lines, "2", func(stdioLine) {}) // read after the calls: they have begun
 	start := time.Now()
 	stop()
 	var returned time.Time
@@ -116,13 +121,24 @@ func TestStdioStopCancelsAStuckCall(t *testing.T) {
 	if d := returned.Sub(start); d < ShutdownTimeout-time.Second {
 		t.Errorf("returned after %v, before the shutdown timeout", d)
 	}
-	answer := awaitAnswer(t, lines, "1", func(stdioLine) {})
+	answer, stopping := stdioLine{}, 0
+	for l := range lines {
+		switch {
+		case strings.HasPrefix(l.text, `{"jsonrpc":"2.0","id":1,`):
+			answer = l
+		case strings.HasSuffix(l.text, `"error":{"code":-32000,"message":"Service stopping: the request did not run; send it again once the server is back"}}`):
+			stopping++ // the call that waited for a slot (the last one or, as slots come free, one just before it)
+		}
+	}
 	if !strings.Contains(answer.text, `"isError":true`) {
-		t.Errorf("the stuck call's answer: %s", answer.text)
+		t.Errorf("the stuck call's answer: %q", answer.text)
 	}
 	// Cancelled at ShutdownTimeout, it is answered then; left running, it would hold
 	// ServeStdio a second more, and be answered (if at all) only as that returns.
 	if d := answer.at.Sub(start); d > ShutdownTimeout+500*time.Millisecond {
 		t.Errorf("the stuck call was answered %v after the stop, want about %v", d, ShutdownTimeout)
+	}
+	if stopping != 1 {
+		t.Errorf("%d calls were answered that the server stopped before they ran, want the one that waited for a slot", stopping)
 	}
 }
