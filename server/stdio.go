@@ -214,7 +214,7 @@ func (s *Server) dispatch(line []byte, w *stdioWriter, calls *stdioCalls, reqCtx
 		if !ok {
 			return // stopping: nothing new starts
 		}
-		calls.run(ctx, func() {
+		calls.run(reqCtx, ctx, func() {
 			defer end()
 			w.write(s.handle(ctx, line, method))
 		}, func() {
@@ -307,8 +307,9 @@ func (c *stdioCalls) begin(parent context.Context, id string) (ctx context.Conte
 
 // run runs job, the call of ctx, once it has a slot, in turn. With every slot taken it waits
 // on a goroutine of its own, so that reading goes on (a cancellation or a ping is read at
-// once); if ctx ends before its turn comes, refused runs instead.
-func (c *stdioCalls) run(ctx context.Context, job, refused func()) {
+// once); if ctx or its parent ends before its turn comes, refused runs instead. (The parent
+// is asked too: it ends before ctx does, and a call it ended may free the slot.)
+func (c *stdioCalls) run(parent, ctx context.Context, job, refused func()) {
 	withSlot := func() {
 		defer func() { <-c.slots }()
 		job()
@@ -331,7 +332,7 @@ func (c *stdioCalls) run(ctx context.Context, job, refused func()) {
 			return
 		}
 		<-c.waits
-		if ctx.Err() != nil {
+		if parent.Err() != nil || ctx.Err() != nil {
 			<-c.slots
 			refused()
 			return
