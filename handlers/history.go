@@ -293,6 +293,22 @@ type Restored struct {
 	Top    string     `json:",omitempty"`
 }
 
+// NotRestored is a mount that a restore of the whole memory left as it was, for Err (a
+// Refusal or a storage failure), after the rest of the memory was restored.
+type NotRestored struct {
+	Top string
+	Err error
+}
+
+func (e *NotRestored) Error() string { return e.Because(e.Err.Error()) }
+
+// Because says what the restore did, with reason for the mount it left.
+func (e *NotRestored) Because(reason string) string {
+	return "the rest of the memory was restored, but " + e.Top + " was not: " + reason
+}
+
+func (e *NotRestored) Unwrap() error { return e.Err }
+
 // Restore makes the file or directory at path as it was after version seq: every file
 // below it that a later version changed gets the content it had then, or is deleted if it
 // did not exist; files that did not differ are not touched. The restore is itself a new
@@ -304,7 +320,7 @@ func (h *Memory) Restore(ctx context.Context, path string, seq uint64) (Restored
 
 // RestoreAt is Restore to the state at time t: after the last version at or before t. For
 // the whole memory, each mount that is not read-only goes back to t too, in a restore of its
-// own; one that cannot is named in the error, after the others are done.
+// own; one that cannot is a NotRestored of the error, after the others are done.
 func (h *Memory) RestoreAt(ctx context.Context, path string, t time.Time) (Restored, error) {
 	target := func(vs []vfs.Version) (uint64, error) { return vfs.SeqAt(vs, t), nil }
 	res, err := h.restore(ctx, path, target)
@@ -318,14 +334,7 @@ func (h *Memory) RestoreAt(ctx context.Context, path string, t time.Time) (Resto
 		}
 		r, err := h.restore(ctx, m.Memory.top, target)
 		if err != nil {
-			what := "the rest of the memory was restored, but " + m.Memory.top + " was not"
-			var refusal *Refusal
-			if errors.As(err, &refusal) { // a refusal people read whole: it names the mount
-				err = refuse("%s: %s", what, refusal.Msg)
-			} else {
-				err = fmt.Errorf("%s: %w", what, err)
-			}
-			errs = append(errs, err)
+			errs = append(errs, &NotRestored{Top: m.Memory.top, Err: err})
 			continue
 		}
 		r.Top = m.Memory.top

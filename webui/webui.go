@@ -478,7 +478,11 @@ func validToken(got, want string) bool {
 func (h *Handler) errStatus(err error, r *http.Request) (int, string) {
 	var refusal *handlers.Refusal
 	var bad badRequest
+	var partial *handlers.NotRestored
 	switch {
+	case errors.As(err, &partial): // the rest was restored: say so, and why this mount was not
+		status, msg := h.errStatus(partial.Err, r)
+		return status, partial.Because(msg)
 	case errors.As(err, &bad):
 		return http.StatusBadRequest, string(bad)
 	case errors.As(err, &refusal) && refusal.Stale:

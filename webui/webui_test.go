@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -626,5 +628,30 @@ func TestVersionArguments(t *testing.T) {
 		if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(data), "a version number is needed") {
 			t.Errorf("%s: %d %s", q, res.StatusCode, data)
 		}
+	}
+}
+
+// A restore of the whole memory that a mount's storage fails (its directory gone) says
+// that the rest was restored and which mount was not, with the page's words for a storage
+// failure; the main store is restored.
+func TestRestoreOfTheWholeMemoryWithAMountLeft(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "me")
+	st, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p := newPage(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(st, handlers.Limits{})}))
+	p.login()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Error string }
+	p.json(p.do("POST", "/ui/api/restore", map[string]any{"path": "/memories", "at": "2000-01-01T00:00:00Z"}, nil), http.StatusInternalServerError, &got)
+	if want := "the rest of the memory was restored, but /memories/me was not: the storage failed; the server's log says why"; got.Error != want {
+		t.Errorf("got %q, want %q", got.Error, want)
+	}
+	if _, _, err := p.h.Read(context.Background(), "/memories/a.md"); err == nil {
+		t.Error("the main store was not restored: /memories/a.md, made after the time, is still there")
 	}
 }

@@ -401,13 +401,16 @@ async function mounts() {
     const items = await page.locator("#feed li").allInnerTexts();
     return items.filter((t) => /prefs\.md/.test(t)).length === 3 && items.filter((t) => /notes\.md/.test(t)).length === 1 && !items.some((t) => / more/.test(t));
   });
-  const two = (n) => String(n).padStart(2, "0");
-  await page.click("#restore-at", { position: { x: 8, y: 10 } });
-  await page.keyboard.type(two(t0.getUTCMonth() + 1) + two(t0.getUTCDate()) + t0.getUTCFullYear());
-  await page.keyboard.press("Tab");
-  await page.keyboard.type(two(t0.getUTCHours() % 12 || 12) + two(t0.getUTCMinutes()) + two(t0.getUTCSeconds()) + (t0.getUTCHours() < 12 ? "A" : "P"));
-  await page.keyboard.press("Enter");
-  await confirm(page);
+  const restoreAt = async (t) => {
+    const two = (n) => String(n).padStart(2, "0");
+    await page.click("#restore-at", { position: { x: 8, y: 10 } });
+    await page.keyboard.type(two(t.getUTCMonth() + 1) + two(t.getUTCDate()) + t.getUTCFullYear());
+    await page.keyboard.press("Tab");
+    await page.keyboard.type(two(t.getUTCHours() % 12 || 12) + two(t.getUTCMinutes()) + two(t.getUTCSeconds()) + (t.getUTCHours() < 12 ? "A" : "P"));
+    await page.keyboard.press("Enter");
+    await confirm(page);
+  };
+  await restoreAt(t0);
   await until("the mount's file as it was", () => fs.readFileSync(me, "utf8") === "Prefers short answers.\n");
   await until("the restore's note names the mount", async () => /\/memories\/me version #4/.test(await page.locator("#toast").innerText()));
   assert.equal(fs.readFileSync(path.join(env("ROOT"), "notes.md"), "utf8"), "main\n");
@@ -424,6 +427,25 @@ async function mounts() {
   assert.equal(await page.locator("#editor").count(), 0);
   await page.screenshot({ path: path.join(shots, "mount-read-only.png") });
   assert.equal(fs.readFileSync(path.join(env("ROOT_TEAM"), "style.md"), "utf8"), "tabs\n");
+
+  step("a whole-memory restore that a mount's storage fails: the rest goes back, and the page says which mount did not");
+  await page.locator("#home").click();
+  await page.locator("#new-file").click();
+  await page.locator("#dialog[open] #new-path").waitFor();
+  await page.keyboard.type("later.md");
+  await page.keyboard.press("Enter");
+  await page.locator("#editor").waitFor();
+  await page.keyboard.type("Made after the time.\n");
+  await page.keyboard.press("Control+s");
+  const later = path.join(env("ROOT"), "later.md");
+  await until("the new file on disk", () => fs.existsSync(later));
+  await treeItem(page, "/memories/later.md");
+  fs.rmSync(env("ROOT_ME"), { recursive: true });
+  await page.locator("#home").click();
+  await restoreAt(t0);
+  await until("the note names the mount left as it was", async () => /the rest of the memory was restored, but \/memories\/me was not: the storage failed/.test(await page.locator("#toast").innerText()));
+  assert.ok(!fs.existsSync(later));
+  await until("the tree as the memory now is", async () => (await page.locator('#tree li[data-path="/memories/later.md"]').count()) === 0);
   assert.deepEqual(bad, []);
   await browser.close();
 }
