@@ -301,11 +301,49 @@ func TestWholeMemoryHistoryWithMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err = h.RestoreAt(ctx, "/memories", before)
+	var partial *handlers.NotRestored
 	var refusal *handlers.Refusal
-	if !errors.As(err, &refusal) || !strings.HasPrefix(refusal.Msg, "the rest of the memory was restored, but /memories/small was not: ") || res.Version == 0 {
+	if !errors.As(err, &partial) || partial.Top != "/memories/small" || !errors.As(partial.Err, &refusal) || res.Version == 0 {
 		t.Errorf("restore with a mount that cannot go back: %+v, %v", res, err)
 	}
 	if data, _, err := h.Read(ctx, "/memories/a.md"); err != nil || string(data) != "a\n" {
 		t.Errorf("the main store after it: %q, %v", data, err)
+	}
+}
+
+// A mount whose store fails (its directory gone) is left out of what spans the whole
+// memory, for the model and for people alike: the rest of /memories is listed, and works.
+func TestFailingMountLeftOut(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "me")
+	st, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := handlers.New(files.NewMemoryStore(), handlers.Limits{}, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(st, handlers.Limits{})}))
+	for _, p := range []string{"/memories/a.md", "/memories/me/b.md"} {
+		if res := h.Exec(ctx, map[string]any{"command": "create", "path": p, "file_text": "x"}); res.IsError {
+			t.Fatal(res.Text)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	want := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n1B\t/memories\n1B\t/memories/a.md"
+	if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}); res.Text != want {
+		t.Errorf("view /memories: %q", res.Text)
+	}
+	if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories/me"}); res.Text != "Error: Could not view /memories/me: "+handlers.ReasonGone {
+		t.Errorf("view /memories/me: %q", res.Text)
+	}
+	if root, _, err := h.Files(ctx); err != nil || len(root.Children) != 1 || root.Children[0].Path != "/memories/a.md" {
+		t.Errorf("the page's tree: %+v, %v", root, err)
+	}
+	if list, err := h.FileList(ctx); err != nil || len(list) != 1 || list[0].Path != "/memories/a.md" {
+		t.Errorf("the resources: %+v, %v", list, err)
+	}
+	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 1 || vs[0].Path != "/memories/a.md" {
+		t.Errorf("the whole memory's log: %+v, %v", vs, err)
 	}
 }

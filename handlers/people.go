@@ -46,7 +46,8 @@ func (h *Memory) Files(ctx context.Context) (root FileNode, truncated bool, err 
 	return h.filesWithMounts(ctx, showAll, MaxTreeEntries)
 }
 
-// filesWithMounts is files with each mount's tree as a directory at its mount point.
+// filesWithMounts is files with each mount's tree as a directory at its mount point. A
+// mount whose store fails is left out, as from the model's listing: the rest is shown.
 func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, budget int) (root FileNode, truncated bool, err error) {
 	root, truncated, err = h.files(ctx, skip, budget)
 	if err != nil {
@@ -55,7 +56,7 @@ func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, bu
 	for _, m := range h.mounts {
 		n, more, err := m.Memory.files(ctx, skip, budget)
 		if err != nil {
-			return root, truncated, m.Memory.shownErr(err)
+			continue
 		}
 		n.Name, truncated = m.Name, truncated || more
 		if i := slices.IndexFunc(root.Children, func(c FileNode) bool { return c.Name == m.Name }); i >= 0 {
