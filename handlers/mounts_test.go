@@ -346,4 +346,7 @@ func TestFailingMountLeftOut(t *testing.T) {
 	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 1 || vs[0].Path != "/memories/a.md" {
 		t.Errorf("the whole memory's log: %+v, %v", vs, err)
 	}
+	if ms, _, err := h.Search(ctx, "x"); err != nil || len(ms) != 1 || ms[0].Path != "/memories/a.md" {
+		t.Errorf("the page's search: %+v, %v", ms, err)
+	}
 }

@@ -328,7 +328,8 @@ const (
 )
 
 // Search finds text, ignoring case, in the names and lines of every file of the memory,
-// in path order. more reports that there were more than MaxMatches matches.
+// in path order (a mount whose store fails left out). more reports that there were more
+// than MaxMatches matches.
 func (h *Memory) Search(ctx context.Context, text string) (matches []Match, more bool, err error) {
 	if matches, more, err = h.search(ctx, text); err != nil || more {
 		return matches, more, err
@@ -336,7 +337,7 @@ func (h *Memory) Search(ctx context.Context, text string) (matches []Match, more
 	for _, m := range h.mounts {
 		ms, mmore, err := m.Memory.search(ctx, text)
 		if err != nil {
-			return matches, more, m.Memory.shownErr(err)
+			continue
 		}
 		for i := range ms {
 			ms[i].Path = m.Memory.Shown(ms[i].Path)
