@@ -239,6 +239,9 @@ func TestPostgresSharedMount(t *testing.T) {
 		if out, isErr := callText(t, cs, "memory_view", map[string]any{"path": "/memories"}); isErr || !strings.Contains(out, "/memories/local.md") {
 			t.Errorf("view /memories with the database down: %q", out)
 		}
+		if res, err := cs.ListResources(t.Context(), nil); err != nil || len(res.Resources) != 1 || res.Resources[0].URI != "memory:///memories/local.md" {
+			t.Errorf("resources with the database down: %+v, %v", res, err)
+		}
 	}
 	db.Start(t)
 	deadline := time.Now().Add(30 * time.Second)
