@@ -327,9 +327,9 @@ const (
 	searchFileCap  = 1000 // matches counted in one file before moving on
 )
 
-// Search finds text, ignoring case, in the names and lines of every file of the memory,
-// in path order (a mount whose store fails left out). more reports that there were more
-// than MaxMatches matches.
+// Search finds text, ignoring case, in the names and lines of every file of the memory:
+// the main store's in path order, then each mount's (one whose store fails left out).
+// more reports that there were more than MaxMatches matches.
 func (h *Memory) Search(ctx context.Context, text string) (matches []Match, more bool, err error) {
 	if matches, more, err = h.search(ctx, text); err != nil || more {
 		return matches, more, err
