@@ -340,7 +340,8 @@ func TestFailingMountLeftOut(t *testing.T) {
 	if root, _, err := h.Files(ctx); err != nil || len(root.Children) != 1 || root.Children[0].Path != "/memories/a.md" {
 		t.Errorf("the page's tree: %+v, %v", root, err)
 	}
-	if list, err := h.FileList(ctx); err != nil || len(list) != 1 || list[0].Path != "/memories/a.md" {
+	var left *handlers.MountsLeftOut
+	if list, err := h.FileList(ctx); !errors.As(err, &left) || fmt.Sprint(left.Tops) != "[/memories/me]" || len(list) != 1 || list[0].Path != "/memories/a.md" {
 		t.Errorf("the resources: %+v, %v", list, err)
 	}
 	if vs, err := h.Log(ctx, handlers.LogQuery{}); err != nil || len(vs) != 1 || vs[0].Path != "/memories/a.md" {

@@ -42,20 +42,26 @@ const MaxTreeEntries = 20000
 // Files returns every file and directory of the memory, hidden ones included (a person
 // sees what the model can reach), with sizes and the time of each one's last change.
 // truncated reports that the memory holds more than MaxTreeEntries entries.
+// A mount whose store fails is left out, as from the model's listing: the rest is shown.
 func (h *Memory) Files(ctx context.Context) (root FileNode, truncated bool, err error) {
-	return h.filesWithMounts(ctx, showAll, MaxTreeEntries)
+	root, truncated, _, err = h.filesWithMounts(ctx, showAll, MaxTreeEntries)
+	return root, truncated, err
 }
 
 // filesWithMounts is files with each mount's tree as a directory at its mount point. A
-// mount whose store fails is left out, as from the model's listing: the rest is shown.
-func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, budget int) (root FileNode, truncated bool, err error) {
+// mount whose store fails is left out, and named in left.
+func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, budget int) (root FileNode, truncated bool, left *MountsLeftOut, err error) {
 	root, truncated, err = h.files(ctx, skip, budget)
 	if err != nil {
-		return root, truncated, err
+		return root, truncated, nil, err
 	}
 	for _, m := range h.mounts {
 		n, more, err := m.Memory.files(ctx, skip, budget)
 		if err != nil {
+			if left == nil {
+				left = &MountsLeftOut{}
+			}
+			left.Tops, left.Errs = append(left.Tops, m.Memory.top), append(left.Errs, err)
 			continue
 		}
 		n.Name, truncated = m.Name, truncated || more
@@ -70,14 +76,29 @@ func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, bu
 		}
 	}
 	slices.SortFunc(root.Children, func(a, b FileNode) int { return strings.Compare(a.Name, b.Name) })
-	return root, truncated, nil
+	return root, truncated, left, nil
+}
+
+// MountsLeftOut is the error of a listing that left out the mounts whose stores failed
+// (Tops), for Errs.
+type MountsLeftOut struct {
+	Tops []string
+	Errs []error
+}
+
+func (e *MountsLeftOut) Error() string {
+	return fmt.Sprintf("left out %s: %v", strings.Join(e.Tops, ", "), errors.Join(e.Errs...))
 }
 
 // FileList returns the memory's files, without the hidden ones (as the model's listings),
 // sorted by path: what MCP clients get as resources, a page at a time, so all of them,
-// however many. Directories are left out.
+// however many. Directories are left out. When a mount's store fails, the rest is listed
+// and err is a *MountsLeftOut.
 func (h *Memory) FileList(ctx context.Context) ([]FileNode, error) {
-	root, _, err := h.filesWithMounts(ctx, hidden, math.MaxInt)
+	root, _, left, err := h.filesWithMounts(ctx, hidden, math.MaxInt)
+	if err == nil && left != nil {
+		err = left
+	}
 	var out []FileNode
 	var walk func(n FileNode)
 	walk = func(n FileNode) {

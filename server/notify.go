@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -185,7 +186,8 @@ func (n *notifier) hooks(h *mcpserver.Hooks) {
 				break // the rest are ignored: a request may name millions
 			}
 			if l.follows(uri) {
-				l.follow(uri, n.digest(mem, uri))
+				d, _ := n.digest(mem, uri)
+				l.follow(uri, d)
 			}
 		}
 		n.add(l)
@@ -212,7 +214,7 @@ func (n *notifier) subscribe(sessionID, uri string, on bool) {
 	}
 	var d vfs.Digest
 	if on {
-		d = n.digest(l.mem, uri) // read outside the lock: the storage may be slow
+		d, _ = n.digest(l.mem, uri) // read outside the lock: the storage may be slow
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -226,17 +228,22 @@ func (n *notifier) subscribe(sessionID, uri string, on bool) {
 	}
 }
 
-// digest is the digest of the file uri names now (zero if there is none).
-func (n *notifier) digest(mem *handlers.Memory, uri string) vfs.Digest {
+// digest is the digest of the file uri names now (zero if there is none); known is false
+// when its storage failed, which says nothing of the file.
+func (n *notifier) digest(mem *handlers.Memory, uri string) (d vfs.Digest, known bool) {
 	p, err := uriPath(uri)
 	if err != nil {
-		return vfs.Digest{}
+		return vfs.Digest{}, true
 	}
-	_, d, err := mem.Read(context.Background(), p.String())
-	if err != nil {
-		return vfs.Digest{}
+	_, d, err = mem.Read(context.Background(), p.String())
+	var refusal *handlers.Refusal
+	switch {
+	case err == nil:
+		return d, true
+	case errors.As(err, &refusal): // none there, or none a resource can show
+		return vfs.Digest{}, true
 	}
-	return d
+	return vfs.Digest{}, false
 }
 
 // add attaches a listener to its memory's watch, starting the watch if it is the first.
@@ -311,7 +318,8 @@ func (n *notifier) close() {
 	n.running.Wait()
 }
 
-// listed returns the memory's listed files.
+// listed returns the memory's listed files, or nil when the listing failed or left out a
+// mount whose store fails: what is listed is then not known.
 func (n *notifier) listed(mem *handlers.Memory) map[string]bool {
 	files, err := mem.FileList(context.Background())
 	if err != nil {
@@ -425,14 +433,16 @@ func (n *notifier) rescan(mem *handlers.Memory, w *watch) {
 	n.mu.Unlock()
 	now := map[string]vfs.Digest{}
 	for _, uri := range uris {
-		now[uri] = n.digest(mem, uri)
+		if d, known := n.digest(mem, uri); known {
+			now[uri] = d
+		}
 	}
 	n.mu.Lock()
 	if w.ended {
 		n.mu.Unlock()
 		return
 	}
-	listChanged := len(paths) != len(w.paths)
+	listChanged := paths != nil && len(paths) != len(w.paths)
 	for p := range paths {
 		listChanged = listChanged || !w.paths[p]
 	}

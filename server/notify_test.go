@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +19,11 @@ import (
 // stdioServer serves a memory store over stdio for a test (see serveStdioTest): the
 // server, its memory, the writer of its input and the lines it writes. When the test ends
 // the input is closed and the server must have ended without an error.
-func stdioServer(t *testing.T) (*Server, *handlers.Memory, io.Writer, <-chan stdioLine) {
+func stdioServer(t *testing.T, opts ...handlers.Option) (*Server, *handlers.Memory, io.Writer, <-chan stdioLine) {
 	t.Helper()
 	st := files.NewMemoryStore()
 	t.Cleanup(func() { st.Close() })
-	mem := handlers.New(st, handlers.DefaultLimits())
+	mem := handlers.New(st, handlers.DefaultLimits(), opts...)
 	s := New(mem, Config{Tools: "split", Version: "test"})
 	inR, inW := io.Pipe()
 	lines, done := serveStdioTest(s, inR)
@@ -333,5 +336,65 @@ func TestSubscriptionsBounded(t *testing.T) {
 		if _, ok := l.uris["memory:///memories/a.md"]; !ok || total != l.uriBytes || total > maxSubscriptionBytes || total < maxSubscriptionBytes-len(long)-10 {
 			t.Errorf("follows %d URIs of %d bytes (counted %d), a.md %v; want at most %d bytes, nearly all of them", len(l.uris), total, l.uriBytes, ok, maxSubscriptionBytes)
 		}
+	}
+}
+
+// While a mount's store fails (its directory gone: a disk not mounted), reading the memory
+// again announces nothing of the files in it: they did not change, and neither did the list;
+// nor once the store is back as it was.
+func TestNoNotificationsWhileAMountFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "me")
+	st, err := files.OpenOSStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, mem, inW, lines := stdioServer(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(st, handlers.DefaultLimits())}))
+	var notes []string
+	id := 0
+	call := func(msg string) {
+		t.Helper()
+		id++
+		fmt.Fprintf(inW, msg+"\n", id)
+		if answer := awaitAnswer(t, lines, fmt.Sprint(id), func(l stdioLine) { notes = append(notes, l.text) }); strings.Contains(answer.text, `"isError":true`) || strings.Contains(answer.text, `"error":`) {
+			t.Fatalf("call %d failed: %s", id, answer.text)
+		}
+	}
+	drain := func() []string { // the notifications that come within a while
+		t.Helper()
+		for {
+			select {
+			case l := <-lines:
+				notes = append(notes, l.text)
+			case <-time.After(2*listEvery + 300*time.Millisecond):
+				got := notes
+				notes = nil
+				return got
+			}
+		}
+	}
+	call(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	call(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_create","arguments":{"path":"/memories/me/b.md","file_text":"b\n"}}}`)
+	call(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":"memory:///memories/me/b.md"}}`)
+	drain()
+	s.notify.mu.Lock()
+	w := s.notify.watches[mem]
+	s.notify.mu.Unlock()
+	if w == nil {
+		t.Fatal("the session's memory has no watch")
+	}
+	for _, step := range []struct{ what, from, to string }{{"gone", dir, dir + ".away"}, {"back", dir + ".away", dir}} {
+		if err := os.Rename(step.from, step.to); err != nil {
+			t.Fatal(err)
+		}
+		w.rescan <- struct{}{}
+		if got := drain(); len(got) != 0 {
+			t.Errorf("the mount's directory %s, reading the memory again sent %q", step.what, got)
+		}
+	}
+	call(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_str_replace","arguments":{"path":"/memories/me/b.md","old_str":"b","new_str":"c"}}}`)
+	if got := drain(); !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, `"notifications/resources/updated"`) }) {
+		t.Errorf("a change once the mount is back sent %q, want its update", got)
 	}
 }

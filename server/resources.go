@@ -96,9 +96,12 @@ func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesReques
 		return
 	}
 	files, err := h.FileList(ctx)
+	var left *handlers.MountsLeftOut
 	if err != nil {
 		s.log.Error().Err(err).Msg("resources/list: cannot list the memory")
-		return
+		if !errors.As(err, &left) {
+			return
+		}
 	}
 	after := ""
 	if req.Params.Cursor != "" {
@@ -156,7 +159,7 @@ func (s *Server) CompleteResourceArgument(ctx context.Context, uri string, arg m
 		return done, nil
 	}
 	files, err := h.FileList(ctx)
-	if err != nil {
+	if left := (*handlers.MountsLeftOut)(nil); err != nil && !errors.As(err, &left) {
 		return nil, err
 	}
 	seen := map[string]bool{}
