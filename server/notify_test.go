@@ -1,18 +1,19 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/memory-mcp/memory-mcp/handlers"
+	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
@@ -339,17 +340,12 @@ func TestSubscriptionsBounded(t *testing.T) {
 	}
 }
 
-// While a mount's store fails (its directory gone: a disk not mounted), reading the memory
+// While a mount's store fails (gone: a disk not mounted), reading the memory
 // again announces nothing of the files in it: they did not change, and neither did the list;
 // nor once the store is back as it was.
 func TestNoNotificationsWhileAMountFails(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "me")
-	st, err := files.OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	s, mem, inW, lines := stdioServer(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(st, handlers.DefaultLimits())}))
+	fsys := &downFs{FS: files.NewMemFs()}
+	s, mem, inW, lines := stdioServer(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(vfs.NewStore(files.NewAferoStorage(fsys)), handlers.DefaultLimits())}))
 	var notes []string
 	id := 0
 	call := func(msg string) {
@@ -384,17 +380,29 @@ func TestNoNotificationsWhileAMountFails(t *testing.T) {
 	if w == nil {
 		t.Fatal("the session's memory has no watch")
 	}
-	for _, step := range []struct{ what, from, to string }{{"gone", dir, dir + ".away"}, {"back", dir + ".away", dir}} {
-		if err := os.Rename(step.from, step.to); err != nil {
-			t.Fatal(err)
-		}
+	for _, down := range []bool{true, false} {
+		fsys.down.Store(down)
 		w.rescan <- struct{}{}
 		if got := drain(); len(got) != 0 {
-			t.Errorf("the mount's directory %s, reading the memory again sent %q", step.what, got)
+			t.Errorf("the mount's store down %v, reading the memory again sent %q", down, got)
 		}
 	}
 	call(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_str_replace","arguments":{"path":"/memories/me/b.md","old_str":"b","new_str":"c"}}}`)
 	if got := drain(); !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, `"notifications/resources/updated"`) }) {
 		t.Errorf("a change once the mount is back sent %q, want its update", got)
 	}
+}
+
+// downFs is a filesystem whose storage is gone while down is set, as a disk that is not
+// mounted, the same on every system.
+type downFs struct {
+	files.FS
+	down atomic.Bool
+}
+
+func (f *downFs) LockStorage(ctx context.Context, exclusive bool) (files.Counters, error) {
+	if f.down.Load() {
+		return files.Counters{}, vfs.ErrStorageGone
+	}
+	return f.FS.LockStorage(ctx, exclusive)
 }

@@ -8,9 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -631,21 +630,14 @@ func TestVersionArguments(t *testing.T) {
 	}
 }
 
-// A restore of the whole memory that a mount's storage fails (its directory gone) says
+// A restore of the whole memory that a mount's storage fails (gone) says
 // that the rest was restored and which mount was not, with the page's words for a storage
 // failure; the main store is restored.
 func TestRestoreOfTheWholeMemoryWithAMountLeft(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "me")
-	st, err := files.OpenOSStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	p := newPage(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(st, handlers.Limits{})}))
+	fsys := &downFs{FS: files.NewMemFs()}
+	p := newPage(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(vfs.NewStore(files.NewAferoStorage(fsys)), handlers.Limits{})}))
 	p.login()
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
+	fsys.down.Store(true)
 	var got struct{ Error string }
 	p.json(p.do("POST", "/ui/api/restore", map[string]any{"path": "/memories", "at": "2000-01-01T00:00:00Z"}, nil), http.StatusInternalServerError, &got)
 	if want := "the rest of the memory was restored, but /memories/me was not: the storage failed; the server's log says why"; got.Error != want {
@@ -654,4 +646,18 @@ func TestRestoreOfTheWholeMemoryWithAMountLeft(t *testing.T) {
 	if _, _, err := p.h.Read(context.Background(), "/memories/a.md"); err == nil {
 		t.Error("the main store was not restored: /memories/a.md, made after the time, is still there")
 	}
+}
+
+// downFs is a filesystem whose storage is gone while down is set, as a disk that is not
+// mounted, the same on every system.
+type downFs struct {
+	files.FS
+	down atomic.Bool
+}
+
+func (f *downFs) LockStorage(ctx context.Context, exclusive bool) (files.Counters, error) {
+	if f.down.Load() {
+		return files.Counters{}, vfs.ErrStorageGone
+	}
+	return f.FS.LockStorage(ctx, exclusive)
 }
