@@ -78,14 +78,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return 2
 		}
 	}
-	if c.backend == "postgres" || c.postgresMount() {
+	var dbErr error
+	switch {
+	case c.backend == "postgres":
 		octx, cancel := context.WithTimeout(ctx, time.Minute)
-		c.pg, err = postgres.Open(octx, c.dsn, c.migrate && !c.readOnly)
+		c.pg, dbErr = postgres.Open(octx, c.dsn, c.migrate && !c.readOnly)
 		cancel()
-		if err != nil {
-			fmt.Fprintf(stderr, "memory-mcp: cannot open the database: %v\n", err)
-			return 1
-		}
+	case c.postgresMount():
+		// Only mounts live there: a database that is down fails only the calls under them.
+		c.pg, dbErr = postgres.Connect(c.dsn, c.migrate && !c.readOnly)
+	}
+	if dbErr != nil {
+		fmt.Fprintf(stderr, "memory-mcp: cannot open the database: %v\n", dbErr)
+		return 1
+	}
+	if c.pg != nil {
 		defer c.pg.Close() // after the stores, which are closed by deferred calls made later
 	}
 	p := &program{c: c, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, log: newLogger(c, stderr),
@@ -346,7 +353,7 @@ func (p *program) listen(ctx context.Context) (server.HTTPOptions, error) {
 	limits.Queue, limits.QueuePerTenant, limits.Wait = c.maxQueue, max(1, c.maxQueue/2), c.queueWait
 	limits.SmallRequests = limits.Requests + limits.Queue + 64
 	sessions := server.SessionLimits{Idle: c.sessionIdle, Max: c.maxSessions, MaxPerTenant: c.maxSessionsPerTenant}
-	if c.pg != nil {
+	if c.backend == "postgres" {
 		// Replicas on one database share their sessions: no sticky routing needed.
 		kctx, cancel := context.WithTimeout(ctx, time.Minute)
 		sessions.Key, err = c.pg.Sessions().Key(kctx)

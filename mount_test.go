@@ -262,6 +262,38 @@ func TestPostgresSharedMount(t *testing.T) {
 	}
 }
 
+// A database that is down when the server starts, and holds only a mount, fails only the
+// calls under the mount: the server starts and serves the rest, and serves the mount once
+// the database is back (its schema and store made then).
+func TestPostgresMountDownAtStart(t *testing.T) {
+	db := vfstest.NewPostgresCluster(t)
+	db.Stop(t, "fast")
+	srv := startHTTP(t, "http", "-root", filepath.Join(t.TempDir(), "main"), "-dsn", db.DSN, "-mount", "me=postgres:"+vfstest.UniqueName(t), "-call-timeout", "3s")
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", MaxRetries: -1}, "")
+	if out, isErr := callText(t, cs, "memory_create", map[string]any{"path": "/memories/local.md", "file_text": "kept here\n"}); isErr {
+		t.Errorf("the main store with the database down: %q", out)
+	}
+	failed := regexp.MustCompile(`^Error: Could not view /memories/me: (storage unavailable|the storage did not answer in time, try again)$`)
+	if out, isErr := callText(t, cs, "memory_view", map[string]any{"path": "/memories/me"}); !isErr || !failed.MatchString(out) {
+		t.Errorf("the mount with the database down: %q", out)
+	}
+	db.Start(t)
+	deadline := time.Now().Add(30 * time.Second) // bounds a failure only
+	for {
+		out, isErr := callText(t, cs, "memory_create", map[string]any{"path": "/memories/me/a.md", "file_text": "there\n"})
+		if !isErr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mount did not serve once the database was back: %q", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, _ := callText(t, cs, "memory_view", map[string]any{"path": "/memories"}); !strings.Contains(out, "/memories/me/a.md") || !strings.Contains(out, "/memories/local.md") {
+		t.Errorf("view /memories once the database is back: %q", out)
+	}
+}
+
 // export and import take a mount by name; log, show and restore take a path under it.
 func TestMountHistoryCommands(t *testing.T) {
 	dir := t.TempDir()

@@ -34,10 +34,13 @@ type DB struct {
 	connCfg *pgx.ConnConfig
 
 	mu       sync.Mutex
-	watchers map[int64]map[chan struct{}]bool // by store id
+	watchers map[int64]map[chan struct{}]bool // by store id; 0: a store whose id is not known yet
 	stop     context.CancelFunc               // the listener's, nil until something watches
 	done     chan struct{}
 	closed   bool
+
+	schemaMu   sync.Mutex
+	schemaOwed bool // Connect's migration, made at the first use that reaches the database
 }
 
 // changeChannel is the NOTIFY channel on which every committed change of a store is
@@ -52,6 +55,22 @@ const defaultMaxConns = 16
 // environment variables fill in what it leaves out). With migrateSchema the schema is
 // brought up to date first.
 func Open(ctx context.Context, dsn string, migrateSchema bool) (*DB, error) {
+	db, err := Connect(dsn, migrateSchema)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.schema(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Connect is Open without reaching the database: the schema is brought up to date, and
+// each store found, at the first use that reaches it. A database that serves only mounts
+// is opened so, and one that is down when the server starts fails only the calls under
+// its mounts until it is back.
+func Connect(dsn string, migrateSchema bool) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("-dsn: %w", err)
@@ -59,18 +78,25 @@ func Open(ctx context.Context, dsn string, migrateSchema bool) (*DB, error) {
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = defaultMaxConns
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // it connects when asked
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}}
-	if migrateSchema {
-		if _, err := migrate(ctx, pool); err != nil {
-			pool.Close()
-			return nil, pgErr(ctx, err)
-		}
+	return &DB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}, schemaOwed: migrateSchema}, nil
+}
+
+// schema makes the migration Connect owes, once it succeeds.
+func (db *DB) schema(ctx context.Context) error {
+	db.schemaMu.Lock()
+	defer db.schemaMu.Unlock()
+	if !db.schemaOwed {
+		return nil
 	}
-	return db, nil
+	if _, err := migrate(ctx, db.pool); err != nil {
+		return pgErr(ctx, err)
+	}
+	db.schemaOwed = false
+	return nil
 }
 
 // Close stops the listener and closes the pool; the stores opened from db must be closed
@@ -96,30 +122,50 @@ func (db *DB) Store(ctx context.Context, name string, opts ...vfs.Option) (*vfs.
 	return vfs.NewStore(st), nil
 }
 
-// Storage is Store's storage.
+// Storage is Store's storage. A database that Connect opened and that cannot be reached
+// now gives a storage that finds its store at its first transaction.
 func (db *DB) Storage(ctx context.Context, name string, opts ...vfs.Option) (*Storage, error) {
 	o := vfs.ReadOptions(opts...)
-	s := &Storage{db: db, readOnly: o.ReadOnly, history: o.History}
-	// A read-only store that does not exist yet is made too, empty, as the os backend makes
-	// a read-only tenant's missing directory: the row is bookkeeping, not memory. One that
-	// exists is only read, so that a database that takes no writes (a standby) still serves
-	// views.
+	s := &Storage{db: db, name: name, readOnly: o.ReadOnly, history: o.History}
+	if err := s.find(ctx); err != nil && !(db.lazy() && errors.Is(err, vfs.ErrUnavailable)) {
+		return nil, err
+	}
+	return s, nil
+}
+
+// lazy reports whether db was opened by Connect, its schema not brought up to date yet.
+func (db *DB) lazy() bool {
+	db.schemaMu.Lock()
+	defer db.schemaMu.Unlock()
+	return db.schemaOwed
+}
+
+// find learns the store's id, once: the schema first, if owed. A read-only store that does
+// not exist yet is made too, empty, as the os backend makes a read-only tenant's missing
+// directory: the row is bookkeeping, not memory. One that exists is only read, so that a
+// database that takes no writes (a standby) still serves views.
+func (s *Storage) find(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id != 0 {
+		return nil
+	}
+	if err := s.db.schema(ctx); err != nil {
+		return err
+	}
 	find := func() error {
-		return db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", name).Scan(&s.id, &s.gen)
+		return s.db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", s.name).Scan(&s.id, &s.gen)
 	}
 	err := find()
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err = db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name); err == nil {
+		if _, err = s.db.pool.Exec(ctx, "INSERT INTO memory_mcp_stores (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", s.name); err == nil {
 			err = find()
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("there is no store %q in the database", name)
+		return fmt.Errorf("there is no store %q in the database", s.name)
 	}
-	if err != nil {
-		return nil, pgErr(ctx, err)
-	}
-	return s, nil
+	return pgErr(ctx, err)
 }
 
 // watch returns a channel that receives (without blocking the sender, so at most one is
@@ -148,12 +194,13 @@ func (db *DB) watch(id int64) (<-chan struct{}, func()) {
 	}
 }
 
-// wake signals the watchers of store id, or of every store when all is set.
+// wake signals the watchers of store id, or of every store when all is set (and those of
+// stores not found yet, whatever the id).
 func (db *DB) wake(id int64, all bool) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for sid, chans := range db.watchers {
-		if all || sid == id {
+		if all || sid == id || sid == 0 {
 			for ch := range chans {
 				select {
 				case ch <- struct{}{}:
@@ -270,6 +317,9 @@ func (db *DB) committed(ctx context.Context, xid int64) bool {
 func (s *Storage) Claim(ctx context.Context, task string, every time.Duration) (bool, error) {
 	if task != "expiry" {
 		return false, fmt.Errorf("vfs: unknown task %q", task)
+	}
+	if err := s.find(ctx); err != nil {
+		return false, err
 	}
 	tag, err := s.db.pool.Exec(ctx, "UPDATE memory_mcp_stores SET swept = now() WHERE id = $1 AND (swept IS NULL OR swept <= now() - $2::interval)", s.id, every)
 	if err != nil {

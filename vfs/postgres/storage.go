@@ -40,7 +40,8 @@ const migrationLock = 0x6d6d_0001
 // Storage is the Storage of one store in a PostgreSQL database.
 type Storage struct {
 	db       *DB
-	id       int64
+	name     string
+	id       int64 // set once, under mu (0: not found yet, see find)
 	readOnly bool
 	history  *vfs.HistoryConfig // nil when the store keeps no history
 
@@ -110,7 +111,12 @@ func (s *Storage) Close() error { return nil }
 // Changes returns a channel that receives when another transaction may have changed the
 // store, in any process (the database's LISTEN/NOTIFY); stop ends it. Store.Watch uses it
 // instead of polling.
-func (s *Storage) Changes() (ch <-chan struct{}, stop func()) { return s.db.watch(s.id) }
+func (s *Storage) Changes() (ch <-chan struct{}, stop func()) {
+	s.mu.Lock()
+	id := s.id // 0 (woken by every store's change) while the database has not been reached
+	s.mu.Unlock()
+	return s.db.watch(id)
+}
 
 // TrackAccess records when each file is viewed or changed, by the clock now.
 func (s *Storage) TrackAccess(now func() time.Time) error {
@@ -126,6 +132,9 @@ func (s *Storage) Begin(ctx context.Context, write bool) (vfs.Txn, error) {
 		return nil, vfs.ErrReadOnlyStore
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.find(ctx); err != nil {
 		return nil, err
 	}
 	tx, err := s.db.pool.Begin(ctx)
