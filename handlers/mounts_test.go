@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // mountedMemory is a main store in memory with a read-write memory mount "me" (a file
@@ -316,14 +316,14 @@ func TestWholeMemoryHistoryWithMounts(t *testing.T) {
 // memory, for the model and for people alike: the rest of /memories is listed, and works.
 func TestFailingMountLeftOut(t *testing.T) {
 	ctx := context.Background()
-	fsys := &downFs{FS: files.NewMemFs()}
+	fsys := &vfstest.DownFS{FS: files.NewMemFs()}
 	h := handlers.New(files.NewMemoryStore(), handlers.Limits{}, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(vfs.NewStore(files.NewAferoStorage(fsys)), handlers.Limits{})}))
 	for _, p := range []string{"/memories/a.md", "/memories/me/b.md"} {
 		if res := h.Exec(ctx, map[string]any{"command": "create", "path": p, "file_text": "x"}); res.IsError {
 			t.Fatal(res.Text)
 		}
 	}
-	fsys.down.Store(true)
+	fsys.Down.Store(true)
 	want := "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n1B\t/memories\n1B\t/memories/a.md"
 	if res := h.Exec(ctx, map[string]any{"command": "view", "path": "/memories"}); res.Text != want {
 		t.Errorf("view /memories: %q", res.Text)
@@ -344,18 +344,4 @@ func TestFailingMountLeftOut(t *testing.T) {
 	if ms, _, err := h.Search(ctx, "x"); err != nil || len(ms) != 1 || ms[0].Path != "/memories/a.md" {
 		t.Errorf("the page's search: %+v, %v", ms, err)
 	}
-}
-
-// downFs is a filesystem whose storage is gone while down is set, as a disk that is not
-// mounted, the same on every system.
-type downFs struct {
-	files.FS
-	down atomic.Bool
-}
-
-func (f *downFs) LockStorage(ctx context.Context, exclusive bool) (files.Counters, error) {
-	if f.down.Load() {
-		return files.Counters{}, vfs.ErrStorageGone
-	}
-	return f.FS.LockStorage(ctx, exclusive)
 }

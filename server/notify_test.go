@@ -1,13 +1,11 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 )
 
 // stdioServer serves a memory store over stdio for a test (see serveStdioTest): the
@@ -344,7 +343,7 @@ func TestSubscriptionsBounded(t *testing.T) {
 // again announces nothing of the files in it: they did not change, and neither did the list;
 // nor once the store is back as it was.
 func TestNoNotificationsWhileAMountFails(t *testing.T) {
-	fsys := &downFs{FS: files.NewMemFs()}
+	fsys := &vfstest.DownFS{FS: files.NewMemFs()}
 	s, mem, inW, lines := stdioServer(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(vfs.NewStore(files.NewAferoStorage(fsys)), handlers.DefaultLimits())}))
 	var notes []string
 	id := 0
@@ -381,7 +380,7 @@ func TestNoNotificationsWhileAMountFails(t *testing.T) {
 		t.Fatal("the session's memory has no watch")
 	}
 	for _, down := range []bool{true, false} {
-		fsys.down.Store(down)
+		fsys.Down.Store(down)
 		w.rescan <- struct{}{}
 		if got := drain(); len(got) != 0 {
 			t.Errorf("the mount's store down %v, reading the memory again sent %q", down, got)
@@ -391,18 +390,4 @@ func TestNoNotificationsWhileAMountFails(t *testing.T) {
 	if got := drain(); !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, `"notifications/resources/updated"`) }) {
 		t.Errorf("a change once the mount is back sent %q, want its update", got)
 	}
-}
-
-// downFs is a filesystem whose storage is gone while down is set, as a disk that is not
-// mounted, the same on every system.
-type downFs struct {
-	files.FS
-	down atomic.Bool
-}
-
-func (f *downFs) LockStorage(ctx context.Context, exclusive bool) (files.Counters, error) {
-	if f.down.Load() {
-		return files.Counters{}, vfs.ErrStorageGone
-	}
-	return f.FS.LockStorage(ctx, exclusive)
 }

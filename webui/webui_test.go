@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/handlers"
 	"github.com/memory-mcp/memory-mcp/vfs"
 	"github.com/memory-mcp/memory-mcp/vfs/files"
+	"github.com/memory-mcp/memory-mcp/vfs/vfstest"
 	"github.com/memory-mcp/memory-mcp/webui"
 )
 
@@ -634,10 +634,10 @@ func TestVersionArguments(t *testing.T) {
 // that the rest was restored and which mount was not, with the page's words for a storage
 // failure; the main store is restored.
 func TestRestoreOfTheWholeMemoryWithAMountLeft(t *testing.T) {
-	fsys := &downFs{FS: files.NewMemFs()}
+	fsys := &vfstest.DownFS{FS: files.NewMemFs()}
 	p := newPage(t, handlers.WithMounts(handlers.Mount{Name: "me", Memory: handlers.New(vfs.NewStore(files.NewAferoStorage(fsys)), handlers.Limits{})}))
 	p.login()
-	fsys.down.Store(true)
+	fsys.Down.Store(true)
 	var got struct{ Error string }
 	p.json(p.do("POST", "/ui/api/restore", map[string]any{"path": "/memories", "at": "2000-01-01T00:00:00Z"}, nil), http.StatusInternalServerError, &got)
 	if want := "the rest of the memory was restored, but /memories/me was not: the storage failed; the server's log says why"; got.Error != want {
@@ -646,18 +646,4 @@ func TestRestoreOfTheWholeMemoryWithAMountLeft(t *testing.T) {
 	if _, _, err := p.h.Read(context.Background(), "/memories/a.md"); err == nil {
 		t.Error("the main store was not restored: /memories/a.md, made after the time, is still there")
 	}
-}
-
-// downFs is a filesystem whose storage is gone while down is set, as a disk that is not
-// mounted, the same on every system.
-type downFs struct {
-	files.FS
-	down atomic.Bool
-}
-
-func (f *downFs) LockStorage(ctx context.Context, exclusive bool) (files.Counters, error) {
-	if f.down.Load() {
-		return files.Counters{}, vfs.ErrStorageGone
-	}
-	return f.FS.LockStorage(ctx, exclusive)
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/memory-mcp/memory-mcp/vfs"
+	"github.com/memory-mcp/memory-mcp/vfs/files"
 )
 
 // TestStorage runs the conformance suite on storages made by open, which must return an
@@ -472,4 +474,18 @@ func testAccess(t *testing.T, st vfs.Storage) {
 	if _, ok := rec["old"]; ok || rec["moved"] != now.Unix() {
 		t.Errorf("after a rename the record = %v", rec)
 	}
+}
+
+// DownFS is a filesystem whose storage is gone while Down is set, as a disk that is not
+// mounted, the same on every system: for tests of a store that fails and comes back.
+type DownFS struct {
+	files.FS
+	Down atomic.Bool
+}
+
+func (f *DownFS) LockStorage(ctx context.Context, exclusive bool) (files.Counters, error) {
+	if f.Down.Load() {
+		return files.Counters{}, vfs.ErrStorageGone
+	}
+	return f.FS.LockStorage(ctx, exclusive)
 }
