@@ -268,8 +268,14 @@ func TestPostgresSharedMount(t *testing.T) {
 func TestPostgresMountDownAtStart(t *testing.T) {
 	db := vfstest.NewPostgresCluster(t)
 	db.Stop(t, "fast")
-	srv := startHTTP(t, "http", "-root", filepath.Join(t.TempDir(), "main"), "-dsn", db.DSN, "-mount", "me=postgres:"+vfstest.UniqueName(t), "-call-timeout", "3s")
-	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", MaxRetries: -1}, "")
+	args := []string{"-root", filepath.Join(t.TempDir(), "main"), "-dsn", db.DSN, "-mount", "me=postgres:" + vfstest.UniqueName(t), "-call-timeout", "3s"}
+	srv := startHTTP(t, "http", args...)
+	n := newNotes()
+	cs, err := n.client().Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
 	if out, isErr := callText(t, cs, "memory_create", map[string]any{"path": "/memories/local.md", "file_text": "kept here\n"}); isErr {
 		t.Errorf("the main store with the database down: %q", out)
 	}
@@ -292,6 +298,14 @@ func TestPostgresMountDownAtStart(t *testing.T) {
 	if out, _ := callText(t, cs, "memory_view", map[string]any{"path": "/memories"}); !strings.Contains(out, "/memories/me/a.md") || !strings.Contains(out, "/memories/local.md") {
 		t.Errorf("view /memories once the database is back: %q", out)
 	}
+	// Another server's change to the mount is announced, as for a mount found at start.
+	const uri = "memory:///memories/me/a.md"
+	n.subscribe(t, cs, uri)
+	other := connect(t, &mcp.StreamableClientTransport{Endpoint: startHTTP(t, "http", args...).url + "/mcp", MaxRetries: -1}, "")
+	if out, isErr := callText(t, other, "memory_str_replace", map[string]any{"path": "/memories/me/a.md", "old_str": "there", "new_str": "here"}); isErr {
+		t.Fatal(out)
+	}
+	n.waitUpdated(t, uri, "a str_replace in the mount through another server")
 }
 
 // export and import take a mount by name; log, show and restore take a path under it.
