@@ -41,6 +41,7 @@ type DB struct {
 
 	schemaMu   sync.Mutex
 	schemaOwed bool // Connect's migration, made at the first use that reaches the database
+	lazy       bool // opened by Connect: a store may be found at its first use
 }
 
 // changeChannel is the NOTIFY channel on which every committed change of a store is
@@ -63,6 +64,7 @@ func Open(ctx context.Context, dsn string, migrateSchema bool) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	db.lazy = false
 	return db, nil
 }
 
@@ -82,7 +84,7 @@ func Connect(dsn string, migrateSchema bool) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}, schemaOwed: migrateSchema}, nil
+	return &DB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}, schemaOwed: migrateSchema, lazy: true}, nil
 }
 
 // schema makes the migration Connect owes, once it succeeds.
@@ -127,17 +129,10 @@ func (db *DB) Store(ctx context.Context, name string, opts ...vfs.Option) (*vfs.
 func (db *DB) Storage(ctx context.Context, name string, opts ...vfs.Option) (*Storage, error) {
 	o := vfs.ReadOptions(opts...)
 	s := &Storage{db: db, name: name, readOnly: o.ReadOnly, history: o.History}
-	if err := s.find(ctx); err != nil && !(db.lazy() && errors.Is(err, vfs.ErrUnavailable)) {
+	if err := s.find(ctx); err != nil && !(db.lazy && errors.Is(err, vfs.ErrUnavailable)) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// lazy reports whether db was opened by Connect, its schema not brought up to date yet.
-func (db *DB) lazy() bool {
-	db.schemaMu.Lock()
-	defer db.schemaMu.Unlock()
-	return db.schemaOwed
 }
 
 // find learns the store's id, once: the schema first, if owed. A read-only store that does

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -93,5 +94,36 @@ func TestPostgresRefusals(t *testing.T) {
 				t.Errorf("view /memories/a.md on a read-only store: %s", res.Text)
 			}
 		})
+	}
+}
+
+// A database opened with Connect that is down gives stores all the same, with migration or
+// without: their calls fail as unavailable until it is back, and then work (the schema
+// migrated, the store made, at the first use).
+func TestPostgresConnectWhileDown(t *testing.T) {
+	c := vfstest.NewPostgresCluster(t)
+	c.Stop(t, "fast")
+	ctx := context.Background()
+	var stores []*vfs.Store
+	for _, migrate := range []bool{true, false} {
+		db, err := postgres.Connect(c.DSN, migrate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		st, err := db.Store(ctx, vfstest.UniqueName(t), vfs.WithHistory(vfs.HistoryConfig{}))
+		if err != nil {
+			t.Fatalf("migrate %v: the store of a database that is down: %v", migrate, err)
+		}
+		if err := st.View(ctx, func(*vfs.Tx) error { return nil }); !errors.Is(err, vfs.ErrUnavailable) {
+			t.Errorf("migrate %v: a view with the database down: %v", migrate, err)
+		}
+		stores = append(stores, st)
+	}
+	c.Start(t)
+	for i, st := range stores {
+		if err := st.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("x")) }); err != nil {
+			t.Errorf("store %d once the database is back: %v", i, err)
+		}
 	}
 }
