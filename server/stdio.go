@@ -38,8 +38,9 @@ const lineHead = 64 << 10
 // This is our own loop around mcp-go's message handler rather than mcp-go's StdioServer,
 // which, when its input ends, cancels the calls still running and drops queued ones (their
 // responses are lost and their changes may be half done), and leaves an oversized line
-// unanswered. One goroutine reads; each request runs on one of at most maxStdioRequests
-// workers; notifications are handled in order as they are read.
+// unanswered. One goroutine reads; at most maxStdioRequests requests run at once, and
+// maxStdioWaiting more wait their turn while reading goes on; a ping and the notifications
+// are handled in order as they are read.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, maxLine int64) error {
 	s.transport.Store("stdio")
 	sess := &stdioSession{notifications: make(chan mcp.JSONRPCNotification, 100)}
@@ -77,9 +78,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, ma
 		}
 	}()
 
-	// The reader reads each line in turn and dispatches it: a request to a worker, at most
-	// maxStdioRequests at once (reading waits beyond), a notification handled before the
-	// next line is read. Once ctx ends nothing new starts; a read pending then is
+	// The reader reads each line in turn and dispatches it: a request to run in its turn
+	// (reading waits only beyond the calls that may wait), a ping or a notification handled
+	// before the next line is read. Once ctx ends nothing new starts; a read pending then is
 	// left to end with the process.
 	calls := newStdioCalls(maxLine)
 	inputDone := make(chan error, 1)
