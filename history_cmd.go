@@ -113,7 +113,8 @@ func historyCommand(ctx context.Context, c *config, h *handlers.Memory, cmd stri
 			return err
 		}
 		vs, err := h.Log(ctx, q)
-		if err != nil {
+		var left *handlers.MountsLeftOut
+		if err != nil && !errors.As(err, &left) {
 			return err
 		}
 		if c.sub.json {
@@ -124,10 +125,10 @@ func historyCommand(ctx context.Context, c *config, h *handlers.Memory, cmd stri
 					return err
 				}
 			}
-			return nil
+		} else {
+			printLog(w, vs)
 		}
-		printLog(w, vs)
-		return nil
+		return err // the rest is printed; this says which mount it lacks
 	case "show":
 		p, seq, err := pathAtSeq(args[0])
 		if err != nil {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -282,6 +284,14 @@ func TestPostgresMountDownAtStart(t *testing.T) {
 	failed := regexp.MustCompile(`^Error: Could not view /memories/me: (storage unavailable|the storage did not answer in time, try again)$`)
 	if out, isErr := callText(t, cs, "memory_view", map[string]any{"path": "/memories/me"}); !isErr || !failed.MatchString(out) {
 		t.Errorf("the mount with the database down: %q", out)
+	}
+	// The whole memory's log prints the rest, and says which mount it lacks.
+	cmd := exec.Command(binary, append(slices.Clone(args), "log")...)
+	cmd.Env = testEnv(t)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stdout.String(), "created /memories/local.md") || !strings.HasPrefix(stderr.String(), "memory-mcp: log: left out /memories/me: ") {
+		t.Errorf("log with the database down (%v):\n%s%s", err, stdout.String(), stderr.String())
 	}
 	db.Start(t)
 	deadline := time.Now().Add(30 * time.Second) // bounds a failure only

@@ -46,7 +46,7 @@ type LogQuery struct {
 
 // Log returns the versions q selects, newest first. The log of the whole memory has its
 // mounts' versions too (each store numbers its own); a mount whose store fails is left
-// out, as from the tree.
+// out, as from the tree, and the error is then a *MountsLeftOut that comes with the rest.
 func (h *Memory) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 	if m := h.mountOf(q.Path); m != nil {
 		vs, err := m.Log(ctx, q)
@@ -56,14 +56,21 @@ func (h *Memory) Log(ctx context.Context, q LogQuery) ([]vfs.Version, error) {
 	if err != nil || !wholeMemory(q.Path) || len(h.mounts) == 0 {
 		return out, err
 	}
+	var left *MountsLeftOut
 	for _, m := range h.mounts {
-		if vs, err := m.Memory.log(ctx, LogQuery{Since: q.Since, Until: q.Until, Actor: q.Actor, N: q.N}); err == nil {
-			out = append(out, m.Memory.shownVersions(vs)...)
+		vs, err := m.Memory.log(ctx, LogQuery{Since: q.Since, Until: q.Until, Actor: q.Actor, N: q.N})
+		if err != nil {
+			left = left.add(m.Memory.top, err)
+			continue
 		}
+		out = append(out, m.Memory.shownVersions(vs)...)
 	}
 	slices.SortStableFunc(out, func(a, b vfs.Version) int { return b.Time.Compare(a.Time) })
 	if q.N > 0 && len(out) > q.N {
 		out = out[:q.N]
+	}
+	if left != nil {
+		return out, left
 	}
 	return out, nil
 }

@@ -58,10 +58,7 @@ func (h *Memory) filesWithMounts(ctx context.Context, skip func(string) bool, bu
 	for _, m := range h.mounts {
 		n, more, err := m.Memory.files(ctx, skip, budget)
 		if err != nil {
-			if left == nil {
-				left = &MountsLeftOut{}
-			}
-			left.Tops, left.Errs = append(left.Tops, m.Memory.top), append(left.Errs, err)
+			left = left.add(m.Memory.top, err)
 			continue
 		}
 		n.Name, truncated = m.Name, truncated || more
@@ -88,6 +85,15 @@ type MountsLeftOut struct {
 
 func (e *MountsLeftOut) Error() string {
 	return fmt.Sprintf("left out %s: %v", strings.Join(e.Tops, ", "), errors.Join(e.Errs...))
+}
+
+// add names the mount at top, left out for err (e may be nil: the first).
+func (e *MountsLeftOut) add(top string, err error) *MountsLeftOut {
+	if e == nil {
+		e = &MountsLeftOut{}
+	}
+	e.Tops, e.Errs = append(e.Tops, top), append(e.Errs, err)
+	return e
 }
 
 // FileList returns the memory's files, without the hidden ones (as the model's listings),

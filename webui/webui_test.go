@@ -646,4 +646,10 @@ func TestRestoreOfTheWholeMemoryWithAMountLeft(t *testing.T) {
 	if _, _, err := p.h.Read(context.Background(), "/memories/a.md"); err == nil {
 		t.Error("the main store was not restored: /memories/a.md, made after the time, is still there")
 	}
+	// The activity shows the rest, as the tree does.
+	var log struct{ Versions []vfs.Version }
+	p.json(p.do("GET", "/ui/api/log", nil, nil), http.StatusOK, &log)
+	if len(log.Versions) != 2 || log.Versions[0].Command != "restore" {
+		t.Errorf("the activity with the mount down: %+v", log.Versions)
+	}
 }
