@@ -159,7 +159,8 @@ func (s *Server) CompleteResourceArgument(ctx context.Context, uri string, arg m
 		return done, nil
 	}
 	files, err := h.FileList(ctx)
-	if left := (*handlers.MountsLeftOut)(nil); err != nil && !errors.As(err, &left) {
+	var left *handlers.MountsLeftOut
+	if err != nil && !errors.As(err, &left) {
 		return nil, err
 	}
 	seen := map[string]bool{}

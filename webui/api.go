@@ -106,7 +106,8 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request, name string) {
 			lq.N = n
 		}
 		vs, e := mem.Log(ctx, lq)
-		if left := (*handlers.MountsLeftOut)(nil); errors.As(e, &left) {
+		var left *handlers.MountsLeftOut
+		if errors.As(e, &left) {
 			e = nil // the rest, as the tree shows it
 		}
 		if vs == nil {

@@ -141,15 +141,17 @@ func (db *DB) Storage(ctx context.Context, name string, opts ...vfs.Option) (*St
 // database that takes no writes (a standby) still serves views.
 func (s *Storage) find(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.id != 0 {
+	found := s.id != 0
+	s.mu.Unlock()
+	if found {
 		return nil
 	}
 	if err := s.db.schema(ctx); err != nil {
 		return err
 	}
+	var id, gen int64
 	find := func() error {
-		return s.db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", s.name).Scan(&s.id, &s.gen)
+		return s.db.pool.QueryRow(ctx, "SELECT id, generation FROM memory_mcp_stores WHERE name = $1", s.name).Scan(&id, &gen)
 	}
 	err := find()
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -160,7 +162,15 @@ func (s *Storage) find(ctx context.Context) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("there is no store %q in the database", s.name)
 	}
-	return pgErr(ctx, err)
+	if err != nil {
+		return pgErr(ctx, err)
+	}
+	s.mu.Lock()
+	if s.id == 0 { // calls that found it at once agree
+		s.id, s.gen = id, gen
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // watch returns a channel that receives (without blocking the sender, so at most one is
