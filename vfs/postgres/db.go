@@ -39,9 +39,9 @@ type DB struct {
 	done     chan struct{}
 	closed   bool
 
-	schemaMu   sync.Mutex
-	schemaOwed bool // Connect's migration, made at the first use that reaches the database
-	lazy       bool // opened by Connect: a store may be found at its first use
+	schemaTurn chan struct{} // held while the schema is brought up to date: a call waits its turn, or its time
+	schemaOwed bool          // Connect's migration, made at the first use that reaches the database
+	lazy       bool          // opened by Connect: each store is found at its first use
 }
 
 // changeChannel is the NOTIFY channel on which every committed change of a store is
@@ -84,13 +84,18 @@ func Connect(dsn string, migrateSchema bool) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{}, schemaOwed: migrateSchema, lazy: true}, nil
+	return &DB{pool: pool, connCfg: cfg.ConnConfig, watchers: map[int64]map[chan struct{}]bool{},
+		schemaTurn: make(chan struct{}, 1), schemaOwed: migrateSchema, lazy: true}, nil
 }
 
 // schema makes the migration Connect owes, once it succeeds.
 func (db *DB) schema(ctx context.Context) error {
-	db.schemaMu.Lock()
-	defer db.schemaMu.Unlock()
+	select {
+	case db.schemaTurn <- struct{}{}:
+	case <-ctx.Done(): // another call is at it, and the database may not answer at all
+		return ctx.Err()
+	}
+	defer func() { <-db.schemaTurn }()
 	if !db.schemaOwed {
 		return nil
 	}
@@ -124,12 +129,15 @@ func (db *DB) Store(ctx context.Context, name string, opts ...vfs.Option) (*vfs.
 	return vfs.NewStore(st), nil
 }
 
-// Storage is Store's storage. A database that Connect opened and that cannot be reached
-// now gives a storage that finds its store at its first transaction.
+// Storage is Store's storage. Of a database that Connect opened, the store is found at its
+// first transaction: opening it never waits for the database, which may not answer at all.
 func (db *DB) Storage(ctx context.Context, name string, opts ...vfs.Option) (*Storage, error) {
 	o := vfs.ReadOptions(opts...)
 	s := &Storage{db: db, name: name, readOnly: o.ReadOnly, history: o.History}
-	if err := s.find(ctx); err != nil && !(db.lazy && errors.Is(err, vfs.ErrUnavailable)) {
+	if db.lazy {
+		return s, nil
+	}
+	if err := s.find(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -3,9 +3,11 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -125,5 +127,72 @@ func TestPostgresConnectWhileDown(t *testing.T) {
 		if err := st.Update(ctx, func(tx *vfs.Tx) error { return tx.CreateFile(vfs.MustResolve("/memories/a.md"), []byte("x")) }); err != nil {
 			t.Errorf("store %d once the database is back: %v", i, err)
 		}
+	}
+}
+
+// A database that takes connections and never answers (its host black-holed) holds no call
+// past the call's own time: opening its store waits for nothing, and a call that gives up
+// while another waits for the database to bring the schema up to date returns at once.
+func TestPostgresConnectNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c // held, never answered
+		}
+	}()
+	db, err := postgres.Connect("postgres://u@"+ln.Addr().String()+"/db?sslmode=disable", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan *vfs.Store, 1)
+	go func() {
+		st, err := db.Store(context.Background(), "s")
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- st
+	}()
+	var st *vfs.Store
+	select {
+	case st = <-opened:
+	case <-time.After(10 * time.Second): // bounds a failure only
+		t.Fatal("opening a store waits for the database")
+	}
+	first, cancelFirst := context.WithCancel(context.Background())
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- st.View(first, func(*vfs.Tx) error { return nil }) }()
+	// The first call waits for the database's answer, the schema's turn held; the second
+	// has 100 ms, and waits for that turn.
+	conn := <-accepted
+	second, cancelSecond := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelSecond()
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- st.View(second, func(*vfs.Tx) error { return nil }) }()
+	select {
+	case err := <-secondDone:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the call that gave up: %v", err)
+		}
+	case <-time.After(10 * time.Second): // bounds a failure only
+		t.Error("a call whose time ended waits for another call's answer from the database")
+	}
+	cancelFirst()
+	if err := <-firstDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("the first call: %v", err)
+	}
+	conn.Close()
+	db.Close()
+	ln.Close()
+	for c := range accepted {
+		c.Close()
 	}
 }
