@@ -99,7 +99,13 @@ func (s *AferoStorage) checkpoint() error {
 	}
 	tx := t.(*aferoTx)
 	defer tx.end(false)
-	return tx.History().(*historyTx).checkpoint(s.history)
+	ht := tx.History().(*historyTx)
+	// A change whose end the history's log lacks is settled there first, as the log's
+	// records have it: they are gone after this.
+	if _, err := ht.writer(); err != nil {
+		return err
+	}
+	return ht.checkpoint(s.history)
 }
 
 // ReadOnly reports whether the storage refuses every change.

@@ -24,8 +24,9 @@ import (
 //     the files, its versions are appended as one group ({"g":G,"v":{…}} lines) and the
 //     log is flushed; after the operation, a line {"settle":G} says they stand (or, after a
 //     failure, {"settle":G,"partial":true,"only":[…]} lists those the files show). A group
-//     a crash left without its settle line is checked against the files by the next
-//     transaction, which settles it. So the files never show a change whose version is
+//     a crash (or a full disk) left without its settle line is settled by the next
+//     transaction: as the write-ahead log's record of it says, if it has one, else as the
+//     files show (see standing). So the files never show a change whose version is
 //     missing, and a version never names a change that did not happen.
 //   - The first line, {"history":1,"epoch":"…"}, names this copy of the log: pruning and
 //     redaction rewrite the log whole (atomically) under a new epoch, which tells other
@@ -319,8 +320,8 @@ func (ht *historyTx) Settle(ctx context.Context, outcome vfs.Outcome) (err error
 	return nil
 }
 
-// Versions returns the history's versions, oldest first. A group a crash left open is
-// checked against the files (and settled by the next change).
+// Versions returns the history's versions, oldest first. A group a crash left open counts
+// as the next change will settle it (see standing).
 func (ht *historyTx) Versions(ctx context.Context) (_ []vfs.Version, err error) {
 	defer func() { err = bookkeepingFault(err) }()
 	if err := ctx.Err(); err != nil {
@@ -338,7 +339,10 @@ func (ht *historyTx) Versions(ctx context.Context) (_ []vfs.Version, err error) 
 	}
 	var s logScan
 	s.scan(data, 0, false)
-	n, only := len(s.versions), ht.shown(s.pending)
+	n, only := len(s.versions), []int(nil)
+	if len(s.pending) > 0 {
+		only, _ = ht.standing(ht.tx.s.history, s.pendingG, s.pending)
+	}
 	for _, i := range only {
 		s.versions = append(s.versions, s.pending[i])
 	}

@@ -82,8 +82,8 @@ func (ht *historyTx) load(h *fileHistory) error {
 		}
 	}
 	if len(s.pending) > 0 {
-		only := ht.shown(s.pending)
-		if h.wal != nil && len(only) < len(s.pending) {
+		only, known := ht.standing(h, s.pendingG, s.pending)
+		if h.wal != nil && !known && len(only) < len(s.pending) {
 			// The write-ahead log must know too, or a crash of the machine would have it
 			// redo the change.
 			if err := ht.walAppend(h, walLine{Settle: s.pendingG, Only: only}, h.lastGroup, true); err != nil {
@@ -204,6 +204,38 @@ func (s *logScan) settled(g uint64) {
 	if s.groups != nil {
 		s.groups[g] = true
 	}
+}
+
+// standing returns the indexes of the versions of group g, whose settle line the history's
+// log lacks, that stand, as a crash of the machine would have them (recoverVersions): with
+// the write-ahead log, none when its record was taken off (the change failed with no room
+// to say so), and those its outcome lists when it has one (the change failed, and there
+// was no room for the settle line); else those whose effect the files show (known is
+// false). The files alone cannot tell a failed write from one of the content the file held
+// already.
+func (ht *historyTx) standing(h *fileHistory, g uint64, vs []vfs.Version) (only []int, known bool) {
+	if h.wal != nil {
+		if data, err := readAll(ht.fs(), walName); err == nil {
+			w := scanWAL(data)
+			i := len(w.records) - 1
+			for i >= 0 && w.records[i].G != g {
+				i--
+			}
+			switch {
+			case i < 0 && w.format >= 2 && g > w.from:
+				return []int{}, true // after the last checkpoint, and no record: never acknowledged
+			case i >= 0 && w.outcome[i] != nil:
+				only = []int{}
+				for _, j := range w.outcome[i].Only {
+					if j >= 0 && j < len(vs) {
+						only = append(only, j)
+					}
+				}
+				return only, true
+			}
+		}
+	}
+	return ht.shown(vs), false
 }
 
 // shown returns the indexes of the versions whose effect the files show.
