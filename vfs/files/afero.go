@@ -101,10 +101,11 @@ func (s *AferoStorage) checkpoint() error {
 	defer tx.end(false)
 	ht := tx.History().(*historyTx)
 	// A change whose end the history's log lacks is settled there first, as the log's
-	// records have it: they are gone after this.
+	// records have it: they are gone after this. (Pruning waits for the next change.)
 	if _, err := ht.writer(); err != nil {
 		return err
 	}
+	ht.wrote = false
 	return ht.checkpoint(s.history)
 }
 
