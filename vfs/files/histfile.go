@@ -171,9 +171,8 @@ func (ht *historyTx) Keep(ctx context.Context, d vfs.Digest, data []byte) (err e
 	if err != nil {
 		return err
 	}
-	if _, ok := h.sizes[d]; ok {
-		return nil
-	}
+	// The disk, not what the versions name, says whether it is there: a redaction that
+	// failed after it removed the content leaves versions that still name it.
 	if _, err := ht.fs().Stat(objectName(d)); err == nil {
 		return nil
 	}
